@@ -1,0 +1,105 @@
+// Package config loads the service's settings from the environment. Every
+// variable, its default and its meaning is declared once, in vars; the
+// README's configuration table lists the same variables and a test keeps the
+// two in step.
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Config is every setting of the service.
+type Config struct {
+	HTTPAddr        string
+	DatabaseURL     string
+	DataDir         string
+	LogLevel        string
+	LogFormat       string
+	MaxBodyBytes    int64
+	ShutdownTimeout time.Duration
+
+	TemporalAddress   string
+	TemporalNamespace string
+	TaskQueue         string
+	TemporalCLI       string
+	DevServerPort     int
+	DevServerUIPort   int
+}
+
+// SQLitePath is the embedded database file used when DatabaseURL is empty.
+func (c Config) SQLitePath() string { return filepath.Join(c.DataDir, "executor.db") }
+
+// Var documents one environment variable.
+type Var struct {
+	Name        string
+	Default     string
+	Description string
+	set         func(c *Config, v string) error
+}
+
+var vars = []Var{
+	{"HTTP_ADDR", ":8080", "Address the HTTP API listens on.", func(c *Config, v string) error { c.HTTPAddr = v; return nil }},
+	{"DATABASE_URL", "", "PostgreSQL URL (`postgres://user:pass@host:5432/db?sslmode=disable`). Empty: an embedded SQLite file `executor.db` under `DATA_DIR`.", func(c *Config, v string) error { c.DatabaseURL = v; return nil }},
+	{"DATA_DIR", "./.data", "Directory for the embedded SQLite database and the dev server's Temporal database.", func(c *Config, v string) error { c.DataDir = v; return nil }},
+	{"LOG_LEVEL", "info", "`debug`, `info`, `warn` or `error`.", func(c *Config, v string) error { c.LogLevel = v; return nil }},
+	{"LOG_FORMAT", "text", "`text` or `json` (structured logs for collectors).", func(c *Config, v string) error { c.LogFormat = v; return nil }},
+	{"MAX_BODY_BYTES", "1048576", "Largest accepted request body; larger ones get 413.", intVar(func(c *Config, n int) { c.MaxBodyBytes = int64(n) })},
+	{"SHUTDOWN_TIMEOUT", "30s", "How long SIGINT/SIGTERM waits for in-flight requests and activities.", durationVar(func(c *Config, d time.Duration) { c.ShutdownTimeout = d })},
+	{"TEMPORAL_ADDRESS", "", "Temporal frontend `host:port`. `executor dev` starts a dev server when it is empty; `executor serve` then uses `127.0.0.1:7233`.", func(c *Config, v string) error { c.TemporalAddress = v; return nil }},
+	{"TEMPORAL_NAMESPACE", "default", "Temporal namespace of runs.", func(c *Config, v string) error { c.TemporalNamespace = v; return nil }},
+	{"TEMPORAL_TASK_QUEUE", "op-stack-executor", "Task queue the worker polls and runs are started on.", func(c *Config, v string) error { c.TaskQueue = v; return nil }},
+	{"TEMPORAL_CLI", "./bin/temporal", "temporal CLI binary `executor dev` starts the dev server with (`make run` builds it).", func(c *Config, v string) error { c.TemporalCLI = v; return nil }},
+	{"TEMPORAL_DEV_PORT", "7233", "Frontend port of the dev server `executor dev` starts.", intVar(func(c *Config, n int) { c.DevServerPort = n })},
+	{"TEMPORAL_UI_PORT", "8233", "Web UI port of the dev server `executor dev` starts.", intVar(func(c *Config, n int) { c.DevServerUIPort = n })},
+}
+
+// Vars lists every environment variable the service reads.
+func Vars() []Var { return vars }
+
+// Load reads the configuration from the environment, applying defaults.
+func Load() (Config, error) { return load(os.LookupEnv) }
+
+func load(lookup func(string) (string, bool)) (Config, error) {
+	var c Config
+	for _, v := range vars {
+		value, ok := lookup(v.Name)
+		if !ok || value == "" {
+			value = v.Default
+		}
+		if err := v.set(&c, value); err != nil {
+			return Config{}, fmt.Errorf("%s: %w", v.Name, err)
+		}
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return Config{}, fmt.Errorf("LOG_FORMAT: want text or json, got %q", c.LogFormat)
+	}
+	return c, nil
+}
+
+func intVar(set func(*Config, int)) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a positive integer, got %q", v)
+		}
+		set(c, n)
+		return nil
+	}
+}
+
+func durationVar(set func(*Config, time.Duration)) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("want a positive duration such as 30s, got %q", v)
+		}
+		set(c, d)
+		return nil
+	}
+}

@@ -1,0 +1,99 @@
+package models
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is one entry of the service's error vocabulary. Every error a client
+// can see carries one: Name is the business code of the original design
+// (spec 001, e.g. "TEAM_NOT_FOUND"), Numeric is the numeric code of the
+// executor contract (contract 002, e.g. 40001) and HTTPStatus is the status
+// the API answers with. The api package is the only place that turns a Code
+// into a response.
+type Code struct {
+	Name       string
+	Numeric    int
+	HTTPStatus int
+}
+
+// The error vocabulary. The README's "Error codes" table is generated from
+// the same list (see AllCodes); keep both in step.
+var (
+	CodeInvalidParameters     = Code{"INVALID_PARAMETERS", 40001, 400}
+	CodeInvalidConfig         = Code{"INVALID_CONFIG", 40001, 400}
+	CodeInvalidDependencies   = Code{"INVALID_DEPENDENCIES", 40001, 400}
+	CodeProviderNotSupported  = Code{"PROVIDER_NOT_SUPPORTED", 40001, 400}
+	CodeMissingAPIKey         = Code{"MISSING_API_KEY", 40001, 400}
+	CodeHierarchyNotFound     = Code{"TEAM_NOT_FOUND", 40401, 404}
+	CodeExecutionNotFound     = Code{"EXECUTION_NOT_FOUND", 40402, 404}
+	CodeSubAgentNotFound      = Code{"SUBAGENT_NOT_FOUND", 40403, 404}
+	CodeRouteNotFound         = Code{"NOT_FOUND", 40404, 404}
+	CodeExecutionInProgress   = Code{"EXECUTION_IN_PROGRESS", 40901, 409}
+	CodeAlreadyExists         = Code{"TEAM_ALREADY_EXISTS", 40902, 409}
+	CodeResourceLimitExceeded = Code{"RESOURCE_LIMIT_EXCEEDED", 41301, 413}
+	CodeSystemError           = Code{"SYSTEM_ERROR", 50001, 500}
+	CodeUnavailable           = Code{"SERVICE_UNAVAILABLE", 50301, 503}
+	CodeExecutionFailed       = Code{"EXECUTION_FAILED", 50002, 500}
+	CodeExecutionTimeout      = Code{"EXECUTION_TIMEOUT", 50401, 504}
+)
+
+// AllCodes lists the vocabulary in the order the README documents it.
+func AllCodes() []Code {
+	return []Code{
+		CodeInvalidParameters, CodeInvalidConfig, CodeInvalidDependencies,
+		CodeProviderNotSupported, CodeMissingAPIKey,
+		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeRouteNotFound,
+		CodeExecutionInProgress, CodeAlreadyExists, CodeResourceLimitExceeded,
+		CodeSystemError, CodeExecutionFailed, CodeUnavailable, CodeExecutionTimeout,
+	}
+}
+
+// Error is an error meant for the client: its Message is safe to show, and
+// Field names the offending request field when there is one. Internal causes
+// go in Err, which is logged but never sent.
+type Error struct {
+	Code    Code
+	Message string
+	Field   string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code.Name, e.Message, e.Err)
+	}
+	return e.Code.Name + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf builds a client-facing error with a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// FieldError is a 400 INVALID_PARAMETERS error about one request field.
+func FieldError(field, format string, args ...any) *Error {
+	return &Error{Code: CodeInvalidParameters, Field: field, Message: field + ": " + fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of err, or CodeSystemError for anything that is
+// not a client-facing *Error.
+func ErrorCode(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeSystemError
+}
+
+// ErrorMessage returns the client-safe message of err. Internal errors get a
+// generic message so nothing about the implementation leaks.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal server error"
+}

@@ -1,0 +1,334 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/op-stack/executor/models"
+)
+
+type hierarchyRow struct {
+	ID                      string `gorm:"primaryKey"`
+	Name                    string
+	Description             string
+	GlobalSupervisorAgentID string
+	GlobalSupervisorName    string
+	GlobalPrompt            string
+	GlobalModel             string
+	GlobalTemperature       *float64
+	GlobalMaxTokens         *int
+	ExecutionMode           string
+	EnableContextSharing    bool
+	MaxIterations           int
+	CreatedAt               time.Time
+	UpdatedAt               time.Time
+}
+
+func (hierarchyRow) TableName() string { return "hierarchy_team" }
+
+type teamRow struct {
+	ID                    string `gorm:"primaryKey"`
+	HierarchyID           string
+	Position              int
+	Name                  string
+	Description           string
+	SupervisorAgentID     string
+	SupervisorName        string
+	SupervisorPrompt      string
+	SupervisorModel       string
+	SupervisorTemperature *float64
+	SupervisorMaxTokens   *int
+	PreventDuplicate      bool
+	ShareContext          bool
+}
+
+func (teamRow) TableName() string { return "team" }
+
+type workerRow struct {
+	ID           string `gorm:"primaryKey"`
+	TeamID       string
+	HierarchyID  string
+	Position     int
+	AgentID      string
+	Name         string
+	Role         string
+	SystemPrompt string
+	Model        string
+	Temperature  *float64
+	MaxTokens    *int
+	Tools        string
+}
+
+func (workerRow) TableName() string { return "worker" }
+
+// HierarchySummary is one entry of a hierarchy listing.
+type HierarchySummary struct {
+	ID                      string    `json:"hierarchy_id"`
+	Name                    string    `json:"name"`
+	Description             string    `json:"description,omitempty"`
+	GlobalSupervisorAgentID string    `json:"global_supervisor_agent_id"`
+	ExecutionMode           string    `json:"execution_mode"`
+	CreatedAt               time.Time `json:"created_at"`
+	UpdatedAt               time.Time `json:"updated_at"`
+}
+
+// ListFilter selects and pages a listing. Page is 1-based.
+type ListFilter struct {
+	Page     int
+	PageSize int
+}
+
+func (f ListFilter) offset() int { return (f.Page - 1) * f.PageSize }
+
+// CreateHierarchy stores a normalized, validated hierarchy with its teams
+// and workers in one transaction and sets its timestamps.
+func (s *Store) CreateHierarchy(ctx context.Context, h *models.Hierarchy) error {
+	now := time.Now().UTC()
+	h.CreatedAt, h.UpdatedAt = now, now
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		row := toHierarchyRow(h)
+		if err := tx.Create(&row).Error; err != nil {
+			return fmt.Errorf("insert hierarchy: %w", err)
+		}
+		return insertTeams(tx, h)
+	})
+}
+
+// UpdateHierarchy replaces a hierarchy's settings, teams and workers in one
+// transaction. It returns a HierarchyNotFound error when id is unknown, in
+// which case nothing is written.
+func (s *Store) UpdateHierarchy(ctx context.Context, h *models.Hierarchy) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var existing hierarchyRow
+		if err := tx.Take(&existing, "id = ?", h.ID).Error; err != nil {
+			if notFound(err) {
+				return hierarchyNotFound(h.ID)
+			}
+			return err
+		}
+		h.CreatedAt, h.UpdatedAt = existing.CreatedAt, time.Now().UTC()
+		row := toHierarchyRow(h)
+		if err := tx.Select("*").Omit("created_at").Save(&row).Error; err != nil {
+			return fmt.Errorf("update hierarchy: %w", err)
+		}
+		// Workers go first: they reference teams.
+		if err := tx.Where("hierarchy_id = ?", h.ID).Delete(&workerRow{}).Error; err != nil {
+			return fmt.Errorf("delete workers: %w", err)
+		}
+		if err := tx.Where("hierarchy_id = ?", h.ID).Delete(&teamRow{}).Error; err != nil {
+			return fmt.Errorf("delete teams: %w", err)
+		}
+		return insertTeams(tx, h)
+	})
+}
+
+func insertTeams(tx *gorm.DB, h *models.Hierarchy) error {
+	var workers []workerRow
+	teams := make([]teamRow, 0, len(h.Teams))
+	for i, t := range h.Teams {
+		teams = append(teams, teamRow{
+			ID:                    t.ID,
+			HierarchyID:           h.ID,
+			Position:              i,
+			Name:                  t.Name,
+			Description:           t.Description,
+			SupervisorAgentID:     t.Supervisor.AgentID,
+			SupervisorName:        t.Supervisor.Name,
+			SupervisorPrompt:      t.Supervisor.SystemPrompt,
+			SupervisorModel:       t.Supervisor.Model,
+			SupervisorTemperature: t.Supervisor.Temperature,
+			SupervisorMaxTokens:   t.Supervisor.MaxTokens,
+			PreventDuplicate:      t.PreventDuplicate,
+			ShareContext:          t.ShareContext,
+		})
+		for j, w := range t.Workers {
+			tools, err := json.Marshal(nonNil(w.Tools))
+			if err != nil {
+				return err
+			}
+			workers = append(workers, workerRow{
+				ID:           models.NewID(),
+				TeamID:       t.ID,
+				HierarchyID:  h.ID,
+				Position:     j,
+				AgentID:      w.AgentID,
+				Name:         w.Name,
+				Role:         w.Role,
+				SystemPrompt: w.SystemPrompt,
+				Model:        w.Model,
+				Temperature:  w.Temperature,
+				MaxTokens:    w.MaxTokens,
+				Tools:        string(tools),
+			})
+		}
+	}
+	if err := tx.Create(&teams).Error; err != nil {
+		return fmt.Errorf("insert teams: %w", err)
+	}
+	if err := tx.Create(&workers).Error; err != nil {
+		return fmt.Errorf("insert workers: %w", err)
+	}
+	return nil
+}
+
+// GetHierarchy loads a hierarchy with its teams and workers in order.
+func (s *Store) GetHierarchy(ctx context.Context, id string) (*models.Hierarchy, error) {
+	db := s.db.WithContext(ctx)
+	var row hierarchyRow
+	if err := db.Take(&row, "id = ?", id).Error; err != nil {
+		if notFound(err) {
+			return nil, hierarchyNotFound(id)
+		}
+		return nil, err
+	}
+	var teams []teamRow
+	if err := db.Where("hierarchy_id = ?", id).Order("position").Find(&teams).Error; err != nil {
+		return nil, err
+	}
+	var workers []workerRow
+	if err := db.Where("hierarchy_id = ?", id).Order("position").Find(&workers).Error; err != nil {
+		return nil, err
+	}
+	h := &models.Hierarchy{
+		ID:          row.ID,
+		Name:        row.Name,
+		Description: row.Description,
+		GlobalSupervisor: models.Agent{
+			AgentID:      row.GlobalSupervisorAgentID,
+			Name:         row.GlobalSupervisorName,
+			SystemPrompt: row.GlobalPrompt,
+			Model:        row.GlobalModel,
+			Temperature:  row.GlobalTemperature,
+			MaxTokens:    row.GlobalMaxTokens,
+		},
+		ExecutionMode:        row.ExecutionMode,
+		EnableContextSharing: row.EnableContextSharing,
+		MaxIterations:        row.MaxIterations,
+		CreatedAt:            row.CreatedAt.UTC(),
+		UpdatedAt:            row.UpdatedAt.UTC(),
+	}
+	teamIndex := map[string]int{}
+	for _, t := range teams {
+		teamIndex[t.ID] = len(h.Teams)
+		h.Teams = append(h.Teams, models.Team{
+			ID:          t.ID,
+			Name:        t.Name,
+			Description: t.Description,
+			Supervisor: models.Agent{
+				AgentID:      t.SupervisorAgentID,
+				Name:         t.SupervisorName,
+				SystemPrompt: t.SupervisorPrompt,
+				Model:        t.SupervisorModel,
+				Temperature:  t.SupervisorTemperature,
+				MaxTokens:    t.SupervisorMaxTokens,
+			},
+			PreventDuplicate: t.PreventDuplicate,
+			ShareContext:     t.ShareContext,
+			Workers:          []models.Agent{},
+		})
+	}
+	for _, w := range workers {
+		var tools []string
+		if err := json.Unmarshal([]byte(w.Tools), &tools); err != nil {
+			return nil, fmt.Errorf("worker %s tools: %w", w.ID, err)
+		}
+		i, ok := teamIndex[w.TeamID]
+		if !ok {
+			return nil, fmt.Errorf("worker %s references missing team %s", w.ID, w.TeamID)
+		}
+		h.Teams[i].Workers = append(h.Teams[i].Workers, models.Agent{
+			AgentID:      w.AgentID,
+			Name:         w.Name,
+			Role:         w.Role,
+			SystemPrompt: w.SystemPrompt,
+			Model:        w.Model,
+			Temperature:  w.Temperature,
+			MaxTokens:    w.MaxTokens,
+			Tools:        tools,
+		})
+	}
+	return h, nil
+}
+
+// DeleteHierarchy removes a hierarchy with its teams and workers. Runs keep
+// their rows and their snapshot of the hierarchy.
+func (s *Store) DeleteHierarchy(ctx context.Context, id string) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("hierarchy_id = ?", id).Delete(&workerRow{}).Error; err != nil {
+			return err
+		}
+		if err := tx.Where("hierarchy_id = ?", id).Delete(&teamRow{}).Error; err != nil {
+			return err
+		}
+		res := tx.Where("id = ?", id).Delete(&hierarchyRow{})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return hierarchyNotFound(id)
+		}
+		return nil
+	})
+}
+
+// ListHierarchies returns one page of hierarchies, newest first, and the
+// total count.
+func (s *Store) ListHierarchies(ctx context.Context, f ListFilter) ([]HierarchySummary, int64, error) {
+	db := s.db.WithContext(ctx).Model(&hierarchyRow{})
+	var total int64
+	if err := db.Count(&total).Error; err != nil {
+		return nil, 0, err
+	}
+	var rows []hierarchyRow
+	if err := db.Order("created_at DESC, id").Offset(f.offset()).Limit(f.PageSize).Find(&rows).Error; err != nil {
+		return nil, 0, err
+	}
+	out := make([]HierarchySummary, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, HierarchySummary{
+			ID:                      r.ID,
+			Name:                    r.Name,
+			Description:             r.Description,
+			GlobalSupervisorAgentID: r.GlobalSupervisorAgentID,
+			ExecutionMode:           r.ExecutionMode,
+			CreatedAt:               r.CreatedAt.UTC(),
+			UpdatedAt:               r.UpdatedAt.UTC(),
+		})
+	}
+	return out, total, nil
+}
+
+func toHierarchyRow(h *models.Hierarchy) hierarchyRow {
+	gs := h.GlobalSupervisor
+	return hierarchyRow{
+		ID:                      h.ID,
+		Name:                    h.Name,
+		Description:             h.Description,
+		GlobalSupervisorAgentID: gs.AgentID,
+		GlobalSupervisorName:    gs.Name,
+		GlobalPrompt:            gs.SystemPrompt,
+		GlobalModel:             gs.Model,
+		GlobalTemperature:       gs.Temperature,
+		GlobalMaxTokens:         gs.MaxTokens,
+		ExecutionMode:           h.ExecutionMode,
+		EnableContextSharing:    h.EnableContextSharing,
+		MaxIterations:           h.MaxIterations,
+		CreatedAt:               h.CreatedAt,
+		UpdatedAt:               h.UpdatedAt,
+	}
+}
+
+func hierarchyNotFound(id string) error {
+	return models.Errorf(models.CodeHierarchyNotFound, "hierarchy %q not found", id)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

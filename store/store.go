@@ -1,0 +1,169 @@
+// Package store persists hierarchies, runs and events with gorm, on
+// PostgreSQL in production and on an embedded SQLite file for local use.
+package store
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	"github.com/pressly/goose/v3"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Dialects the store runs on.
+const (
+	DialectPostgres = "postgres"
+	DialectSQLite   = "sqlite"
+)
+
+// Store is the service's database.
+type Store struct {
+	db      *gorm.DB
+	dialect string
+}
+
+// Open connects to databaseURL (a postgres:// URL) or, when it is empty, to
+// the SQLite file sqlitePath, creating its directory. It does not migrate.
+func Open(databaseURL, sqlitePath string) (*Store, error) {
+	cfg := &gorm.Config{
+		Logger:         logger.Discard,
+		NowFunc:        func() time.Time { return time.Now().UTC() },
+		TranslateError: true,
+	}
+	var (
+		db      *gorm.DB
+		err     error
+		dialect string
+	)
+	if databaseURL != "" {
+		dialect = DialectPostgres
+		db, err = gorm.Open(postgres.Open(databaseURL), cfg)
+	} else {
+		dialect = DialectSQLite
+		if dir := filepath.Dir(sqlitePath); dir != "" {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, fmt.Errorf("create sqlite directory: %w", err)
+			}
+		}
+		// WAL lets the API read while a worker writes; busy_timeout waits
+		// out the other writer instead of failing with SQLITE_BUSY.
+		dsn := sqlitePath + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)"
+		db, err = gorm.Open(sqlite.Open(dsn), cfg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s database: %w", dialect, err)
+	}
+	if dialect == DialectSQLite {
+		// SQLite allows one writer; one connection avoids lock contention
+		// between connections of this process.
+		sqlDB, err := db.DB()
+		if err != nil {
+			return nil, err
+		}
+		sqlDB.SetMaxOpenConns(1)
+	}
+	return &Store{db: db, dialect: dialect}, nil
+}
+
+// Dialect reports which database the store runs on.
+func (s *Store) Dialect() string { return s.dialect }
+
+// Close closes the connection pool.
+func (s *Store) Close() error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.PingContext(ctx)
+}
+
+// Migrate applies every pending schema migration and returns the versions
+// it applied.
+func (s *Store) Migrate(ctx context.Context, log *slog.Logger) ([]int64, error) {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return nil, err
+	}
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	dialect := goose.DialectPostgres
+	if s.dialect == DialectSQLite {
+		dialect = goose.DialectSQLite3
+		sub = sqliteMigrations{sub}
+	}
+	provider, err := goose.NewProvider(dialect, sqlDB, sub)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	results, err := provider.Up(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("apply migrations: %w", err)
+	}
+	var applied []int64
+	for _, r := range results {
+		applied = append(applied, r.Source.Version)
+		if log != nil {
+			log.Info("applied migration", "version", r.Source.Version, "file", filepath.Base(r.Source.Path), "duration", r.Duration)
+		}
+	}
+	return applied, nil
+}
+
+// sqliteMigrations serves the migrations written for PostgreSQL to SQLite.
+// The only difference the schema needs is the timestamp type: SQLite's
+// driver returns time.Time only for columns declared TIMESTAMP.
+type sqliteMigrations struct{ fs.FS }
+
+func (m sqliteMigrations) Open(name string) (fs.File, error) {
+	f, err := m.FS.Open(name)
+	if err != nil || !strings.HasSuffix(name, ".sql") {
+		return f, err
+	}
+	defer f.Close()
+	body, err := io.ReadAll(f)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return &memFile{Reader: strings.NewReader(strings.ReplaceAll(string(body), "TIMESTAMPTZ", "TIMESTAMP")), info: info}, nil
+}
+
+type memFile struct {
+	*strings.Reader
+	info fs.FileInfo
+}
+
+func (f *memFile) Stat() (fs.FileInfo, error) { return f.info, nil }
+func (f *memFile) Close() error               { return nil }
+
+// notFound reports whether err is gorm's record-not-found.
+func notFound(err error) bool { return errors.Is(err, gorm.ErrRecordNotFound) }
