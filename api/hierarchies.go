@@ -1,0 +1,286 @@
+package api
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/store"
+)
+
+// agentInput is an agent as clients send it. It accepts both spellings in
+// use: spec 000's (`prompt`, `model_id`) and contract 002's
+// (`system_prompt`, `model`); the contract's wins when both are given.
+type agentInput struct {
+	AgentID      *string  `json:"agent_id"`
+	Name         string   `json:"name"`
+	Role         string   `json:"role"`
+	SystemPrompt string   `json:"system_prompt"`
+	Prompt       string   `json:"prompt"`
+	Model        string   `json:"model"`
+	ModelID      string   `json:"model_id"`
+	Temperature  *float64 `json:"temperature"`
+	MaxTokens    *int     `json:"max_tokens"`
+	Tools        []string `json:"tools"`
+}
+
+type teamInput struct {
+	ID                  string       `json:"id"`
+	Name                string       `json:"name"`
+	Description         string       `json:"description"`
+	TeamSupervisorAgent *agentInput  `json:"team_supervisor_agent"`
+	SupervisorPrompt    string       `json:"supervisor_prompt"` // legacy flat form
+	PreventDuplicate    bool         `json:"prevent_duplicate"`
+	ShareContext        bool         `json:"share_context"`
+	Workers             []agentInput `json:"workers"`
+}
+
+// hierarchyInput is the body of hierarchies/create and hierarchies/update.
+// The legacy flat form (before spec 000) gives the supervisors' prompts as
+// `global_prompt` and `teams[].supervisor_prompt` and no agent_ids; it is
+// still accepted (FR-016).
+type hierarchyInput struct {
+	HierarchyID           string      `json:"hierarchy_id"`
+	Name                  string      `json:"name"`
+	Description           string      `json:"description"`
+	GlobalSupervisorAgent *agentInput `json:"global_supervisor_agent"`
+	GlobalPrompt          string      `json:"global_prompt"` // legacy flat form
+	ExecutionMode         string      `json:"execution_mode"`
+	EnableContextSharing  bool        `json:"enable_context_sharing"`
+	MaxIterations         int         `json:"max_iterations"`
+	Teams                 []teamInput `json:"teams"`
+}
+
+type idInput struct {
+	HierarchyID string `json:"hierarchy_id"`
+	ID          string `json:"id"`
+}
+
+func (in idInput) id() (string, error) {
+	id := strings.TrimSpace(in.HierarchyID)
+	if id == "" {
+		id = strings.TrimSpace(in.ID)
+	}
+	if id == "" {
+		return "", models.FieldError("hierarchy_id", "is required")
+	}
+	return id, nil
+}
+
+func (in *agentInput) toModel(field string) (models.Agent, error) {
+	if in == nil {
+		return models.Agent{}, nil
+	}
+	a := models.Agent{
+		Name:         strings.TrimSpace(in.Name),
+		Role:         strings.TrimSpace(in.Role),
+		SystemPrompt: firstNonEmpty(in.SystemPrompt, in.Prompt),
+		Model:        strings.TrimSpace(firstNonEmpty(in.Model, in.ModelID)),
+		Temperature:  in.Temperature,
+		MaxTokens:    in.MaxTokens,
+		Tools:        in.Tools,
+	}
+	if in.AgentID != nil {
+		// An explicit agent_id must be usable; only an absent one is generated.
+		if strings.TrimSpace(*in.AgentID) == "" {
+			return a, models.FieldError(field+".agent_id", "must be a non-empty string when given (omit it to have one generated)")
+		}
+		a.AgentID = *in.AgentID
+	}
+	return a, nil
+}
+
+func (in *hierarchyInput) toModel() (*models.Hierarchy, error) {
+	h := &models.Hierarchy{
+		Name:                 strings.TrimSpace(in.Name),
+		Description:          in.Description,
+		ExecutionMode:        strings.TrimSpace(in.ExecutionMode),
+		EnableContextSharing: in.EnableContextSharing,
+		MaxIterations:        in.MaxIterations,
+	}
+	if in.MaxIterations < 0 {
+		return nil, models.FieldError("max_iterations", "must be between 1 and %d, got %d", models.MaxMaxIterations, in.MaxIterations)
+	}
+	gs, err := in.GlobalSupervisorAgent.toModel("global_supervisor_agent")
+	if err != nil {
+		return nil, err
+	}
+	if gs.SystemPrompt == "" {
+		gs.SystemPrompt = in.GlobalPrompt
+	}
+	h.GlobalSupervisor = gs
+	for i, t := range in.Teams {
+		field := "teams[" + strconv.Itoa(i) + "]"
+		sup, err := t.TeamSupervisorAgent.toModel(field + ".team_supervisor_agent")
+		if err != nil {
+			return nil, err
+		}
+		if sup.SystemPrompt == "" {
+			sup.SystemPrompt = t.SupervisorPrompt
+		}
+		team := models.Team{
+			ID:               strings.TrimSpace(t.ID),
+			Name:             strings.TrimSpace(t.Name),
+			Description:      t.Description,
+			Supervisor:       sup,
+			PreventDuplicate: t.PreventDuplicate,
+			ShareContext:     t.ShareContext,
+		}
+		for j := range t.Workers {
+			w, err := t.Workers[j].toModel(field + ".workers[" + strconv.Itoa(j) + "]")
+			if err != nil {
+				return nil, err
+			}
+			team.Workers = append(team.Workers, w)
+		}
+		h.Teams = append(h.Teams, team)
+	}
+	return h, nil
+}
+
+// readHierarchy decodes, converts, normalizes and validates a create or
+// update body.
+func readHierarchy(c *gin.Context) (*hierarchyInput, *models.Hierarchy, error) {
+	var in hierarchyInput
+	if err := decodeJSON(c, &in); err != nil {
+		return nil, nil, err
+	}
+	h, err := in.toModel()
+	if err != nil {
+		return nil, nil, err
+	}
+	h.Normalize()
+	if err := h.Validate(); err != nil {
+		return nil, nil, err
+	}
+	return &in, h, nil
+}
+
+func (s *Server) createHierarchy(c *gin.Context) {
+	_, h, err := readHierarchy(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	h.ID = models.NewID()
+	if err := s.store.CreateHierarchy(c.Request.Context(), h); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ok(c, gin.H{"hierarchy_id": h.ID})
+}
+
+func (s *Server) getHierarchy(c *gin.Context) {
+	var in idInput
+	if err := decodeJSON(c, &in); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	id, err := in.id()
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	h, err := s.store.GetHierarchy(c.Request.Context(), id)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ok(c, h)
+}
+
+func (s *Server) updateHierarchy(c *gin.Context) {
+	in, h, err := readHierarchy(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	h.ID, err = idInput{HierarchyID: in.HierarchyID}.id()
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if err := s.store.UpdateHierarchy(c.Request.Context(), h); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ok(c, h)
+}
+
+func (s *Server) deleteHierarchy(c *gin.Context) {
+	var in idInput
+	if err := decodeJSON(c, &in); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	id, err := in.id()
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if err := s.store.DeleteHierarchy(c.Request.Context(), id); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ok(c, gin.H{"hierarchy_id": id, "deleted": true})
+}
+
+// pageInput is the paging part of a list request.
+type pageInput struct {
+	Page     int `json:"page"`
+	PageSize int `json:"page_size"`
+}
+
+const (
+	defaultPageSize = 20
+	maxPageSize     = 100
+)
+
+func (p pageInput) filter() (store.ListFilter, error) {
+	if p.Page == 0 {
+		p.Page = 1
+	}
+	if p.PageSize == 0 {
+		p.PageSize = defaultPageSize
+	}
+	if p.Page < 1 {
+		return store.ListFilter{}, models.FieldError("page", "must be at least 1, got %d", p.Page)
+	}
+	if p.PageSize < 1 || p.PageSize > maxPageSize {
+		return store.ListFilter{}, models.FieldError("page_size", "must be between 1 and %d, got %d", maxPageSize, p.PageSize)
+	}
+	return store.ListFilter{Page: p.Page, PageSize: p.PageSize}, nil
+}
+
+func (s *Server) listHierarchies(c *gin.Context) {
+	var in pageInput
+	// An empty body lists the first page.
+	if c.Request.ContentLength != 0 {
+		if err := decodeJSON(c, &in); err != nil {
+			s.writeError(c, err)
+			return
+		}
+	}
+	f, err := in.filter()
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	items, total, err := s.store.ListHierarchies(c.Request.Context(), f)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ok(c, gin.H{"items": items, "total": total, "page": f.Page, "page_size": f.PageSize})
+}
+
+func firstNonEmpty(values ...string) string {
+	for _, v := range values {
+		if strings.TrimSpace(v) != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,103 @@
+// Package api is the service's HTTP interface: the executor API of contract
+// 002 under /api/executor/v1, built on gin.
+package api
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/store"
+)
+
+// Options wires a Server.
+type Options struct {
+	Store        *store.Store
+	Logger       *slog.Logger
+	MaxBodyBytes int64
+}
+
+// Server serves the HTTP API.
+type Server struct {
+	store        *store.Store
+	log          *slog.Logger
+	maxBodyBytes int64
+	router       *gin.Engine
+}
+
+// ExecutorPrefix is the path prefix of contract 002's endpoints.
+const ExecutorPrefix = "/api/executor/v1"
+
+// NewServer builds the router with every route.
+func NewServer(opts Options) *Server {
+	gin.SetMode(gin.ReleaseMode)
+	s := &Server{
+		store:        opts.Store,
+		log:          opts.Logger,
+		maxBodyBytes: opts.MaxBodyBytes,
+		router:       gin.New(),
+	}
+	if s.maxBodyBytes <= 0 {
+		s.maxBodyBytes = 1 << 20
+	}
+	r := s.router
+	r.HandleMethodNotAllowed = true
+	r.Use(s.recoverPanics, s.logRequests, s.limitBody)
+	r.NoRoute(func(c *gin.Context) {
+		s.writeError(c, models.Errorf(models.CodeRouteNotFound, "no route for %s %s", c.Request.Method, c.Request.URL.Path))
+	})
+	r.NoMethod(func(c *gin.Context) {
+		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, errorBody{
+			Code: 40501, ErrorCode: "METHOD_NOT_ALLOWED",
+			Message: fmt.Sprintf("method %s is not allowed on %s", c.Request.Method, c.Request.URL.Path),
+		})
+	})
+
+	v1 := r.Group(ExecutorPrefix)
+	h := v1.Group("/hierarchies")
+	h.POST("/create", s.createHierarchy)
+	h.POST("/get", s.getHierarchy)
+	h.POST("/update", s.updateHierarchy)
+	h.POST("/delete", s.deleteHierarchy)
+	h.POST("/list", s.listHierarchies)
+	return s
+}
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler { return s.router }
+
+// ok writes contract 002's success envelope.
+func ok(c *gin.Context, data any) {
+	c.JSON(http.StatusOK, gin.H{"code": 0, "message": "success", "data": data})
+}
+
+func (s *Server) limitBody(c *gin.Context) {
+	if c.Request.Body != nil {
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.maxBodyBytes)
+	}
+	c.Next()
+}
+
+func (s *Server) recoverPanics(c *gin.Context) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.writeError(c, fmt.Errorf("panic: %v", p))
+		}
+	}()
+	c.Next()
+}
+
+func (s *Server) logRequests(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	s.log.LogAttrs(c.Request.Context(), slog.LevelDebug, "http request",
+		slog.String("method", c.Request.Method),
+		slog.String("path", c.Request.URL.Path),
+		slog.Int("status", c.Writer.Status()),
+		slog.Duration("duration", time.Since(start)),
+	)
+}
