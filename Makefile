@@ -1,0 +1,51 @@
+# op-stack-executor. The two commands a fresh machine needs:
+#   make run    the service on embedded defaults (Temporal dev server + Web UI, SQLite)
+#   make test   every test
+TEMPORAL_CLI_VERSION := v1.5.1
+BIN        := $(CURDIR)/bin
+TEMPORAL   := $(BIN)/temporal
+TEMPORAL_STAMP := $(BIN)/.temporal-$(TEMPORAL_CLI_VERSION)
+EXECUTOR   := $(BIN)/executor
+GO         ?= go
+
+export TEMPORAL_CLI := $(TEMPORAL)
+
+.PHONY: run build test test-short bench migrate temporal-cli fmt vet clean
+
+## run: build and start `executor dev` (HTTP API on :8080, Temporal Web UI on :8233)
+run: temporal-cli build
+	$(EXECUTOR) dev
+
+## build: build the executor binary into ./bin
+build:
+	$(GO) build -o $(EXECUTOR) ./cmd/executor
+
+## test: every test (unit, API over HTTP on SQLite and PostgreSQL, workflows, end-to-end against a dev server)
+test: temporal-cli
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 25m ./...
+
+## test-short: the tests that need neither a dev server nor PostgreSQL
+test-short:
+	$(GO) test -count=1 -short ./...
+
+## migrate: apply database migrations to DATABASE_URL (or the embedded SQLite)
+migrate: build
+	$(EXECUTOR) migrate
+
+## temporal-cli: build the pinned temporal CLI from the Go module proxy into ./bin, once
+temporal-cli: $(TEMPORAL_STAMP)
+
+$(TEMPORAL_STAMP):
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+	@rm -f $(BIN)/.temporal-v* && touch $@
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+vet:
+	$(GO) vet ./...
+
+clean:
+	rm -rf $(BIN) .data
