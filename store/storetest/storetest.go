@@ -33,7 +33,7 @@ func ForEachDialect(t *testing.T, fn func(t *testing.T, st *store.Store)) {
 }
 
 // SQLite opens a migrated store on a new file in t's temporary directory.
-func SQLite(t *testing.T) *store.Store {
+func SQLite(t testing.TB) *store.Store {
 	t.Helper()
 	st, err := store.Open("", filepath.Join(t.TempDir(), "executor.db"))
 	if err != nil {
@@ -46,7 +46,7 @@ func SQLite(t *testing.T) *store.Store {
 
 // PostgresURL returns a URL to a new, empty schema of the test PostgreSQL
 // that is dropped when t ends. It skips or fails t as ForEachDialect says.
-func PostgresURL(t *testing.T) string {
+func PostgresURL(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv(EnvDatabaseURL)
 	if base == "" {
@@ -84,7 +84,7 @@ func PostgresURL(t *testing.T) string {
 }
 
 // Postgres opens a migrated store on a new schema of the test PostgreSQL.
-func Postgres(t *testing.T) *store.Store {
+func Postgres(t testing.TB) *store.Store {
 	t.Helper()
 	st, err := store.Open(PostgresURL(t), "")
 	if err != nil {
@@ -95,7 +95,7 @@ func Postgres(t *testing.T) *store.Store {
 	return st
 }
 
-func migrate(t *testing.T, st *store.Store) {
+func migrate(t testing.TB, st *store.Store) {
 	t.Helper()
 	if _, err := st.Migrate(context.Background(), nil); err != nil {
 		t.Fatalf("migrate %s: %v", st.Dialect(), err)

@@ -1,0 +1,137 @@
+package models
+
+import "time"
+
+// Event categories and actions (contract 002's table, plus llm.retry).
+const (
+	CategoryLifecycle = "lifecycle"
+	CategoryLLM       = "llm"
+	CategoryDispatch  = "dispatch"
+	CategorySystem    = "system"
+
+	ActionStarted    = "started"
+	ActionCompleted  = "completed"
+	ActionFailed     = "failed"
+	ActionCancelled  = "cancelled"
+	ActionStream     = "stream"
+	ActionReasoning  = "reasoning"
+	ActionToolCall   = "tool_call"
+	ActionToolResult = "tool_result"
+	ActionRetry      = "retry"
+	ActionTeam       = "team"
+	ActionWorker     = "worker"
+	ActionTopology   = "topology"
+	ActionWarning    = "warning"
+	ActionError      = "error"
+)
+
+// Agent types in an event's source.
+const (
+	AgentTypeGlobalSupervisor = "global_supervisor"
+	AgentTypeTeamSupervisor   = "team_supervisor"
+	AgentTypeWorker           = "worker"
+	AgentTypeSystem           = "system"
+)
+
+// TimestampLayout is the events' timestamp format: UTC with milliseconds,
+// e.g. 2025-12-30T10:30:00.123Z (spec 000 FR-015).
+const TimestampLayout = "2006-01-02T15:04:05.000Z"
+
+// FormatTimestamp formats t for an event.
+func FormatTimestamp(t time.Time) string { return t.UTC().Format(TimestampLayout) }
+
+// Source says which agent an event comes from. AgentID is exactly the
+// agent_id given at creation (or generated then); TeamName is null for the
+// global supervisor and for system events.
+type Source struct {
+	AgentID   string  `json:"agent_id"`
+	AgentType string  `json:"agent_type"`
+	AgentName string  `json:"agent_name"`
+	TeamName  *string `json:"team_name"`
+}
+
+// GlobalSupervisorSource is the source of the global supervisor's events.
+func GlobalSupervisorSource(h *Hierarchy) Source {
+	return Source{AgentID: h.GlobalSupervisor.AgentID, AgentType: AgentTypeGlobalSupervisor, AgentName: h.GlobalSupervisor.Name}
+}
+
+// TeamSupervisorSource is the source of a team supervisor's events.
+func TeamSupervisorSource(t *Team) Source {
+	name := t.Name
+	return Source{AgentID: t.Supervisor.AgentID, AgentType: AgentTypeTeamSupervisor, AgentName: t.Supervisor.Name, TeamName: &name}
+}
+
+// WorkerSource is the source of a worker's events.
+func WorkerSource(t *Team, w *Agent) Source {
+	name := t.Name
+	return Source{AgentID: w.AgentID, AgentType: AgentTypeWorker, AgentName: w.Name, TeamName: &name}
+}
+
+// EventKind is an event's type: "<category>.<action>" on the wire.
+type EventKind struct {
+	Category string `json:"category"`
+	Action   string `json:"action"`
+}
+
+// String returns the SSE event name, e.g. "llm.stream".
+func (k EventKind) String() string { return k.Category + "." + k.Action }
+
+// Event is one entry of a run's ordered log: the envelope clients receive.
+// Sequence is assigned by the run's workflow: per run, from 1, no gaps.
+type Event struct {
+	RunID     string         `json:"run_id"`
+	Timestamp string         `json:"timestamp"`
+	Sequence  int64          `json:"sequence"`
+	Source    Source         `json:"source"`
+	Event     EventKind      `json:"event"`
+	Data      map[string]any `json:"data"`
+}
+
+// EventBatch is what an activity signals to its run's workflow. Producer
+// identifies one activity attempt and Seq counts its batches from 1; the
+// workflow applies a batch only if Seq is above the last one it applied for
+// that producer, so a re-sent batch is applied once.
+type EventBatch struct {
+	Producer string  `json:"producer"`
+	Seq      int     `json:"seq"`
+	Events   []Event `json:"events"`
+}
+
+// EventQuery asks a run's workflow (or the database) for the events after
+// a sequence number, at most MaxBytes of them (encoded) and at most Limit.
+type EventQuery struct {
+	After    int64 `json:"after"`
+	Limit    int   `json:"limit,omitempty"`
+	MaxBytes int   `json:"max_bytes,omitempty"`
+}
+
+// EventPage answers an EventQuery. Events are in sequence order with no
+// gaps, starting at After+1, unless FirstAvailable > After+1: then the
+// events before FirstAvailable are no longer in the workflow and must be
+// read from the database. More says a further page is ready now; Terminal
+// says the run has ended and LastSequence is its final event.
+type EventPage struct {
+	Events         []Event `json:"events"`
+	LastSequence   int64   `json:"last_sequence"`
+	FirstAvailable int64   `json:"first_available"`
+	More           bool    `json:"more"`
+	Terminal       bool    `json:"terminal"`
+}
+
+// DispatchEvent is the dispatch.team or dispatch.worker event of a
+// supervisor's decision: which option it chose, with the instruction and
+// the reason.
+func DispatchEvent(source Source, options []Option, d Decision, iteration int) (EventKind, map[string]any) {
+	data := map[string]any{"instruction": d.Instruction, "reason": d.Reason, "iteration": iteration}
+	if source.AgentType == AgentTypeGlobalSupervisor {
+		data["team_name"] = d.Target
+		return EventKind{Category: CategoryDispatch, Action: ActionTeam}, data
+	}
+	data["worker_name"] = d.Target
+	for _, o := range options {
+		if o.Name == d.Target {
+			data["worker_agent_id"] = o.AgentID
+		}
+	}
+	return EventKind{Category: CategoryDispatch, Action: ActionWorker}, data
+}

@@ -1,0 +1,229 @@
+package models
+
+import (
+	"fmt"
+	"time"
+)
+
+// Temporal names shared by the API (which starts, signals and queries runs)
+// and the workflows (which define them). Neither package imports the other.
+const (
+	// DefaultTaskQueue is the task queue of workflows and activities, unless
+	// TEMPORAL_TASK_QUEUE says otherwise.
+	DefaultTaskQueue = "op-stack-executor"
+
+	// Workflow types.
+	RunWorkflowName  = "RunWorkflow"
+	TeamWorkflowName = "TeamWorkflow"
+
+	// SignalEvents carries an EventBatch from an activity to its run's
+	// workflow.
+	SignalEvents = "events"
+	// QueryEvents returns an EventPage: the run's events after a sequence.
+	QueryEvents = "events"
+	// QueryProgress returns the run's Progress.
+	QueryProgress = "progress"
+)
+
+// RunWorkflowID is the workflow ID of a run: "run-<run_id>". Activities
+// signal this ID without a Temporal run ID, so delivery follows the run
+// across continue-as-new.
+func RunWorkflowID(runID string) string { return "run-" + runID }
+
+// TeamWorkflowID is the child workflow ID of a run's n-th team turn.
+func TeamWorkflowID(runID string, turn int) string {
+	return fmt.Sprintf("run-%s-team-%d", runID, turn)
+}
+
+// Run statuses, stored in execution.status.
+const (
+	RunPending   = "pending"
+	RunRunning   = "running"
+	RunCompleted = "completed"
+	RunFailed    = "failed"
+	RunCancelled = "cancelled"
+)
+
+// IsTerminal reports whether a run in this status will not change again.
+func IsTerminal(status string) bool {
+	return status == RunCompleted || status == RunFailed || status == RunCancelled
+}
+
+// RunOptions are the per-run engine settings the API resolves from its
+// configuration at start. They travel in the workflow input, so a run keeps
+// the settings it started with. They never hold credentials.
+type RunOptions struct {
+	LLMCallTimeout   time.Duration `json:"llm_call_timeout"`
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout"`
+	MaxAttempts      int32         `json:"max_attempts"`
+	RetryInitial     time.Duration `json:"retry_initial"`
+	RetryMax         time.Duration `json:"retry_max"`
+	DefaultModel     string        `json:"default_model"`
+	ContextCharLimit int           `json:"context_char_limit"`
+}
+
+// RunInput starts a RunWorkflow.
+type RunInput struct {
+	RunID     string     `json:"run_id"`
+	Task      string     `json:"task"`
+	Hierarchy Hierarchy  `json:"hierarchy"` // a snapshot taken at start
+	Options   RunOptions `json:"options"`
+}
+
+// TeamOutput is what one team turn produced.
+type TeamOutput struct {
+	Turn        int            `json:"turn"`
+	TeamName    string         `json:"team_name"`
+	Instruction string         `json:"instruction"`
+	Workers     []WorkerOutput `json:"workers"`
+	Summary     string         `json:"summary"` // the workers' outputs joined, for the next prompts
+}
+
+// WorkerOutput is one worker call's answer.
+type WorkerOutput struct {
+	AgentID     string `json:"agent_id"`
+	Name        string `json:"name"`
+	Instruction string `json:"instruction"`
+	Output      string `json:"output"`
+	Model       string `json:"model"`
+	Offline     bool   `json:"offline,omitempty"`
+	Usage       Usage  `json:"usage"`
+}
+
+// Usage counts tokens.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// Add returns the sum of two usages.
+func (u Usage) Add(o Usage) Usage {
+	return Usage{u.PromptTokens + o.PromptTokens, u.CompletionTokens + o.CompletionTokens, u.TotalTokens + o.TotalTokens}
+}
+
+// RunResult is what a RunWorkflow returns and what runs/get shows.
+type RunResult struct {
+	FinalAnswer string       `json:"final_answer"`
+	Teams       []TeamOutput `json:"teams"`
+	Warnings    []string     `json:"warnings,omitempty"`
+	Usage       Usage        `json:"usage"`
+}
+
+// TeamInput starts a TeamWorkflow: one team turn.
+type TeamInput struct {
+	RunID         string       `json:"run_id"`
+	Turn          int          `json:"turn"`
+	Task          string       `json:"task"`
+	Team          Team         `json:"team"`
+	Instruction   string       `json:"instruction"`
+	PriorTeams    []TeamOutput `json:"prior_teams,omitempty"` // with enable_context_sharing
+	MaxIterations int          `json:"max_iterations"`
+	Options       RunOptions   `json:"options"`
+}
+
+// TeamResult is what a TeamWorkflow returns.
+type TeamResult struct {
+	Output          TeamOutput `json:"output"`
+	Warnings        []string   `json:"warnings,omitempty"`
+	SupervisorUsage Usage      `json:"supervisor_usage"`
+}
+
+// Progress is a run's position, from the QueryProgress query.
+type Progress struct {
+	Status         string   `json:"status"`
+	CurrentTeam    string   `json:"current_team"`
+	CurrentWorker  string   `json:"current_worker"`
+	ActiveAgentID  string   `json:"active_agent_id"`
+	CompletedTeams []string `json:"completed_teams"`
+	TotalTeams     int      `json:"total_teams"`
+	Iteration      int      `json:"iteration"`
+}
+
+// Decision actions.
+const (
+	DecisionDispatch = "dispatch"
+	DecisionFinish   = "finish"
+)
+
+// Option is one choice offered to a supervisor: a team or a worker.
+type Option struct {
+	Name        string `json:"name"`
+	AgentID     string `json:"agent_id,omitempty"` // a worker option's agent_id
+	Description string `json:"description"`
+}
+
+// ContextItem is an earlier output shown to an agent.
+type ContextItem struct {
+	From    string `json:"from"`
+	Content string `json:"content"`
+}
+
+// DecideInput asks a supervisor what comes next: dispatch one of Options
+// with an instruction, or finish.
+type DecideInput struct {
+	RunID       string        `json:"run_id"`
+	Supervisor  Agent         `json:"supervisor"`
+	Source      Source        `json:"source"`
+	Task        string        `json:"task"`
+	Instruction string        `json:"instruction,omitempty"` // a team supervisor's brief from the global supervisor
+	Options     []Option      `json:"options"`
+	Completed   []string      `json:"completed"`
+	Context     []ContextItem `json:"context,omitempty"`
+	AllowFinish bool          `json:"allow_finish"`
+	Iteration   int           `json:"iteration"`
+	RunOptions  RunOptions    `json:"run_options"`
+	// Publish asks the activity to publish the dispatch event (and any
+	// warning) itself. The run's workflow leaves it off and appends them to
+	// its log directly, which saves a signal per decision.
+	Publish bool `json:"publish"`
+}
+
+// Decision is a supervisor's validated choice. Target is always one of the
+// offered options when Action is dispatch.
+type Decision struct {
+	Action      string `json:"action"`
+	Target      string `json:"target"`
+	Instruction string `json:"instruction"`
+	Reason      string `json:"reason"`
+	// Warning explains a correction: the model named no valid option and
+	// the choice was repaired.
+	Warning string `json:"warning,omitempty"`
+	Usage   Usage  `json:"usage"`
+}
+
+// Purposes of a RespondInput.
+const (
+	PurposeWorker      = "worker"
+	PurposeFinalAnswer = "final_answer"
+)
+
+// RespondInput asks an agent for its answer: a worker's output or the
+// global supervisor's final answer.
+type RespondInput struct {
+	RunID       string        `json:"run_id"`
+	Purpose     string        `json:"purpose"`
+	Agent       Agent         `json:"agent"`
+	Source      Source        `json:"source"`
+	Task        string        `json:"task"`
+	Instruction string        `json:"instruction"`
+	Context     []ContextItem `json:"context,omitempty"`
+	RunOptions  RunOptions    `json:"run_options"`
+}
+
+// RespondResult is an agent's answer.
+type RespondResult struct {
+	Output  string `json:"output"`
+	Model   string `json:"model"`
+	Offline bool   `json:"offline,omitempty"`
+	Usage   Usage  `json:"usage"`
+}
+
+// RunStatusUpdate moves a run's stored status. Applying it twice has the
+// effect of applying it once, and a terminal status is never overwritten.
+type RunStatusUpdate struct {
+	RunID  string     `json:"run_id"`
+	Status string     `json:"status"`
+	Result *RunResult `json:"result,omitempty"`
+	Error  string     `json:"error,omitempty"`
+}

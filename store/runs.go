@@ -1,0 +1,216 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/op-stack/executor/models"
+)
+
+type runRow struct {
+	ID            string `gorm:"primaryKey"`
+	HierarchyID   string
+	HierarchyName string
+	TotalTeams    int
+	WorkflowID    string
+	Task          string
+	Status        string
+	Result        string
+	FinalAnswer   string
+	Error         string
+	CreatedAt     time.Time
+	StartedAt     *time.Time
+	CompletedAt   *time.Time
+	UpdatedAt     time.Time
+}
+
+func (runRow) TableName() string { return "execution" }
+
+// Run is a stored run.
+type Run struct {
+	ID            string            `json:"id"`
+	HierarchyID   string            `json:"hierarchy_id"`
+	HierarchyName string            `json:"hierarchy_name"`
+	TotalTeams    int               `json:"total_teams"`
+	WorkflowID    string            `json:"workflow_id"`
+	Task          string            `json:"task"`
+	Status        string            `json:"status"`
+	Result        *models.RunResult `json:"result,omitempty"`
+	FinalAnswer   string            `json:"final_answer,omitempty"`
+	Error         string            `json:"error,omitempty"`
+	CreatedAt     time.Time         `json:"created_at"`
+	StartedAt     *time.Time        `json:"started_at"`
+	CompletedAt   *time.Time        `json:"completed_at"`
+	UpdatedAt     time.Time         `json:"updated_at"`
+}
+
+// CreateRun stores a new run as pending.
+func (s *Store) CreateRun(ctx context.Context, r *Run) error {
+	now := time.Now().UTC()
+	r.CreatedAt, r.UpdatedAt, r.Status = now, now, models.RunPending
+	row := runRow{
+		ID: r.ID, HierarchyID: r.HierarchyID, HierarchyName: r.HierarchyName, TotalTeams: r.TotalTeams, WorkflowID: r.WorkflowID,
+		Task: r.Task, Status: r.Status, CreatedAt: now, UpdatedAt: now,
+	}
+	return s.db.WithContext(ctx).Create(&row).Error
+}
+
+// DeleteRun removes a run that never started (its workflow could not be
+// started), so no pending run is left behind.
+func (s *Store) DeleteRun(ctx context.Context, id string) error {
+	return s.db.WithContext(ctx).Where("id = ? AND status = ?", id, models.RunPending).Delete(&runRow{}).Error
+}
+
+// GetRun loads one run.
+func (s *Store) GetRun(ctx context.Context, id string) (*Run, error) {
+	var row runRow
+	if err := s.db.WithContext(ctx).Take(&row, "id = ?", id).Error; err != nil {
+		if notFound(err) {
+			return nil, models.Errorf(models.CodeExecutionNotFound, "run %q not found", id)
+		}
+		return nil, err
+	}
+	return row.toRun()
+}
+
+// RunFilter selects runs to list.
+type RunFilter struct {
+	ListFilter
+	HierarchyID string
+	Status      string
+}
+
+// ListRuns returns one page of runs, newest first, and the total count.
+func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]*Run, int64, error) {
+	q := s.db.WithContext(ctx).Model(&runRow{})
+	if f.HierarchyID != "" {
+		q = q.Where("hierarchy_id = ?", f.HierarchyID)
+	}
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	}
+	var total int64
+	if err := q.Count(&total).Error; err != nil {
+		return nil, 0, err
+	}
+	var rows []runRow
+	if err := q.Order("created_at DESC, id").Offset(f.offset()).Limit(f.PageSize).Find(&rows).Error; err != nil {
+		return nil, 0, err
+	}
+	out := make([]*Run, 0, len(rows))
+	for _, row := range rows {
+		r, err := row.toRun()
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, r)
+	}
+	return out, total, nil
+}
+
+// SetRunStatus applies a status update idempotently: a run in a terminal
+// status is never changed again, started_at is set once, and writing the
+// same update twice leaves the same row.
+func (s *Store) SetRunStatus(ctx context.Context, u models.RunStatusUpdate) error {
+	now := time.Now().UTC()
+	updates := map[string]any{"status": u.Status, "updated_at": now}
+	switch u.Status {
+	case models.RunRunning:
+		updates["started_at"] = gorm.Expr("COALESCE(started_at, ?)", now)
+	case models.RunCompleted, models.RunFailed, models.RunCancelled:
+		updates["completed_at"] = now
+		updates["started_at"] = gorm.Expr("COALESCE(started_at, ?)", now)
+		updates["error"] = u.Error
+		if u.Result != nil {
+			raw, err := json.Marshal(u.Result)
+			if err != nil {
+				return err
+			}
+			updates["result"] = string(raw)
+			updates["final_answer"] = u.Result.FinalAnswer
+		}
+	default:
+		return fmt.Errorf("unknown run status %q", u.Status)
+	}
+	res := s.db.WithContext(ctx).Model(&runRow{}).
+		Where("id = ? AND status NOT IN ?", u.RunID, []string{models.RunCompleted, models.RunFailed, models.RunCancelled}).
+		Updates(updates)
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		// Either already terminal (a retry or a late update: fine) or unknown.
+		var n int64
+		if err := s.db.WithContext(ctx).Model(&runRow{}).Where("id = ?", u.RunID).Count(&n).Error; err != nil {
+			return err
+		}
+		if n == 0 {
+			return models.Errorf(models.CodeExecutionNotFound, "run %q not found", u.RunID)
+		}
+	}
+	return nil
+}
+
+func (row runRow) toRun() (*Run, error) {
+	r := &Run{
+		ID: row.ID, HierarchyID: row.HierarchyID, HierarchyName: row.HierarchyName, TotalTeams: row.TotalTeams, WorkflowID: row.WorkflowID,
+		Task: row.Task, Status: row.Status, FinalAnswer: row.FinalAnswer, Error: row.Error,
+		CreatedAt: row.CreatedAt.UTC(), StartedAt: utcPtr(row.StartedAt), CompletedAt: utcPtr(row.CompletedAt), UpdatedAt: row.UpdatedAt.UTC(),
+	}
+	if row.Result != "" {
+		r.Result = &models.RunResult{}
+		if err := json.Unmarshal([]byte(row.Result), r.Result); err != nil {
+			return nil, fmt.Errorf("run %s result: %w", row.ID, err)
+		}
+	}
+	return r, nil
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// LLMCall is one LLM call attempt's record.
+type LLMCall struct {
+	ID               string `gorm:"primaryKey"`
+	RunID            string
+	AgentID          string
+	Purpose          string
+	Model            string
+	Provider         string
+	Attempt          int
+	Status           string
+	PromptTokens     int
+	CompletionTokens int
+	TotalTokens      int
+	LatencyMs        int64
+	FirstTokenMs     int64
+	Error            string
+	CreatedAt        time.Time
+}
+
+func (LLMCall) TableName() string { return "llm_call" }
+
+// RecordLLMCall stores a call; recording the same call id again is a no-op.
+func (s *Store) RecordLLMCall(ctx context.Context, c *LLMCall) error {
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = time.Now().UTC()
+	}
+	return s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(c).Error
+}
+
+// LLMCalls returns a run's recorded calls in order.
+func (s *Store) LLMCalls(ctx context.Context, runID string) ([]LLMCall, error) {
+	var calls []LLMCall
+	err := s.db.WithContext(ctx).Where("run_id = ?", runID).Order("created_at, id").Find(&calls).Error
+	return calls, err
+}
