@@ -1,0 +1,54 @@
+// Package activities holds the run's side effects as Temporal activities:
+// every LLM call, every database write, every event published. Workflows
+// refer to them through a nil *Activities.
+package activities
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/op-stack/executor/llm"
+	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/store"
+)
+
+// EventSink delivers a batch of events to a run's workflow.
+type EventSink interface {
+	PublishEvents(ctx context.Context, runID string, batch models.EventBatch) error
+}
+
+// Activities holds the dependencies of every activity.
+type Activities struct {
+	Store  *store.Store
+	LLM    llm.Client
+	Events EventSink
+	Log    *slog.Logger
+	// HeartbeatInterval is how often a running LLM call heartbeats, so a
+	// dead worker is noticed within the heartbeat timeout.
+	HeartbeatInterval time.Duration
+}
+
+// SetRunStatus writes a run's status; safe to retry (see
+// store.SetRunStatus).
+func (a *Activities) SetRunStatus(ctx context.Context, u models.RunStatusUpdate) error {
+	if err := a.Store.SetRunStatus(ctx, u); err != nil {
+		return err
+	}
+	a.logger(ctx).Info("run status", "run_id", u.RunID, "status", u.Status)
+	return nil
+}
+
+func (a *Activities) logger(ctx context.Context) *slog.Logger {
+	log := a.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	if activity.IsActivity(ctx) {
+		info := activity.GetInfo(ctx)
+		log = log.With("activity", info.ActivityType.Name, "attempt", info.Attempt, "workflow_id", info.WorkflowExecution.ID)
+	}
+	return log
+}

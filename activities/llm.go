@@ -1,0 +1,212 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/op-stack/executor/llm"
+	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/store"
+)
+
+// Application error types of failed LLM calls. The retry policy retries
+// ErrLLMUnavailable (with the provider's Retry-After as the next delay) and
+// never ErrLLMRejected.
+const (
+	ErrLLMRejected    = "LLMRequestRejected"
+	ErrLLMUnavailable = "LLMUnavailable"
+)
+
+// maxCorrections bounds how often a supervisor is asked again after an
+// answer that names no valid option.
+const maxCorrections = 2
+
+const defaultContextCharLimit = 8000
+
+// Decide asks a supervisor which team or worker acts next. An answer that
+// names no valid option is corrected by asking again, and after
+// maxCorrections replaced by a fallback with a warning: a bad answer never
+// fails the run.
+func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models.Decision, error) {
+	pub := a.newPublisher(ctx, in.RunID)
+	req := llm.Request{
+		Model:       modelFor(in.Supervisor, in.RunOptions),
+		Messages:    decisionMessages(in, contextLimit(in.RunOptions)),
+		Temperature: in.Supervisor.Temperature,
+		MaxTokens:   in.Supervisor.MaxTokens,
+		JSONSchema:  decisionSchema(in),
+	}
+	var usage models.Usage
+	for try := 0; ; try++ {
+		resp, err := a.complete(ctx, pub, in.Source, "decision", req)
+		if err != nil {
+			return nil, err
+		}
+		usage = usage.Add(toUsage(resp.Usage))
+		d, perr := parseDecision(resp.Content, in)
+		if perr == nil {
+			d.Usage = usage
+			a.publishDecision(ctx, pub, in, d)
+			return &d, nil
+		}
+		if try == maxCorrections {
+			d = fallbackDecision(in)
+			d.Usage = usage
+			d.Warning = fmt.Sprintf("%s %q gave no valid decision after %d corrections (last problem: %v); chose %s %q instead",
+				in.Source.AgentType, in.Source.AgentName, maxCorrections, perr, d.Action, d.Target)
+			if in.Publish {
+				pub.send(ctx, pub.event(in.Source, models.CategorySystem, models.ActionWarning, map[string]any{"message": d.Warning}))
+			}
+			a.publishDecision(ctx, pub, in, d)
+			return &d, nil
+		}
+		req.Messages = append(req.Messages,
+			llm.Message{Role: llm.RoleAssistant, Content: resp.Content},
+			llm.Message{Role: llm.RoleUser, Content: fmt.Sprintf("That answer is not valid: %v. Answer again with the JSON object only.", perr)},
+		)
+	}
+}
+
+func (a *Activities) publishDecision(ctx context.Context, pub *publisher, in models.DecideInput, d models.Decision) {
+	if !in.Publish || d.Action != models.DecisionDispatch {
+		return
+	}
+	kind, data := models.DispatchEvent(in.Source, in.Options, d, in.Iteration)
+	pub.send(ctx, pub.event(in.Source, kind.Category, kind.Action, data))
+}
+
+// Respond runs an agent's turn: a worker's answer, or the global
+// supervisor's final answer.
+func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*models.RespondResult, error) {
+	pub := a.newPublisher(ctx, in.RunID)
+	req := llm.Request{
+		Model:       modelFor(in.Agent, in.RunOptions),
+		Messages:    respondMessages(in, contextLimit(in.RunOptions)),
+		Temperature: in.Agent.Temperature,
+		MaxTokens:   in.Agent.MaxTokens,
+	}
+	resp, err := a.complete(ctx, pub, in.Source, in.Purpose, req)
+	if err != nil {
+		return nil, err
+	}
+	return &models.RespondResult{Output: resp.Content, Model: req.Model, Offline: resp.Offline, Usage: toUsage(resp.Usage)}, nil
+}
+
+// complete runs one LLM call: it heartbeats while the call runs (so a dead
+// worker is noticed within the heartbeat timeout and a cancellation reaches
+// the call), records its usage, and turns a failure into a retryable or
+// non-retryable application error that names the agent and the model.
+func (a *Activities) complete(ctx context.Context, pub *publisher, source models.Source, purpose string, req llm.Request) (*llm.Response, error) {
+	stop := a.heartbeat(ctx)
+	defer stop()
+	start := time.Now()
+	var firstToken time.Duration
+	resp, err := a.LLM.Stream(ctx, req, func(d llm.Delta) {
+		if firstToken == 0 {
+			firstToken = time.Since(start)
+		}
+	})
+	pub.calls++
+	call := llmCallRecord(pub, source, purpose, req.Model, time.Since(start), firstToken)
+	if err != nil {
+		call.Status, call.Error = "error", err.Error()
+		if ctx.Err() != nil {
+			call.Status = "cancelled"
+		}
+	} else {
+		call.Status, call.Provider = "ok", resp.Provider
+		call.PromptTokens, call.CompletionTokens, call.TotalTokens = resp.Usage.PromptTokens, resp.Usage.CompletionTokens, resp.Usage.TotalTokens
+	}
+	if a.Store != nil {
+		// A lost usage record must not fail the call; the context may be
+		// cancelled already, so the write gets its own short deadline.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if rerr := a.Store.RecordLLMCall(rctx, call); rerr != nil {
+			a.logger(ctx).Warn("record LLM call", "run_id", pub.runID, "error", rerr)
+		}
+		cancel()
+	}
+	if err != nil {
+		return nil, a.llmFailure(ctx, source, req.Model, err)
+	}
+	return resp, nil
+}
+
+func (a *Activities) llmFailure(ctx context.Context, source models.Source, model string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var le *llm.Error
+	if !errors.As(err, &le) {
+		return err
+	}
+	msg := fmt.Sprintf("%s %q (agent_id %s) calling model %q: %s", source.AgentType, source.AgentName, source.AgentID, model, le.Error())
+	if !le.Retryable {
+		return temporal.NewNonRetryableApplicationError(msg, ErrLLMRejected, nil)
+	}
+	return temporal.NewApplicationErrorWithOptions(msg, ErrLLMUnavailable, temporal.ApplicationErrorOptions{NextRetryDelay: le.RetryAfter})
+}
+
+// heartbeat records a heartbeat every HeartbeatInterval until stopped.
+func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	interval := a.HeartbeatInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+func modelFor(agent models.Agent, o models.RunOptions) string {
+	if agent.Model != "" {
+		return agent.Model
+	}
+	return o.DefaultModel
+}
+
+func contextLimit(o models.RunOptions) int {
+	if o.ContextCharLimit > 0 {
+		return o.ContextCharLimit
+	}
+	return defaultContextCharLimit
+}
+
+func toUsage(u llm.Usage) models.Usage {
+	return models.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+}
+
+func llmCallRecord(pub *publisher, source models.Source, purpose, model string, latency, firstToken time.Duration) *store.LLMCall {
+	return &store.LLMCall{
+		ID:           fmt.Sprintf("%s/%d", pub.producer, pub.calls),
+		RunID:        pub.runID,
+		AgentID:      source.AgentID,
+		Purpose:      purpose,
+		Model:        model,
+		Provider:     "",
+		Attempt:      int(pub.attempt),
+		LatencyMs:    latency.Milliseconds(),
+		FirstTokenMs: firstToken.Milliseconds(),
+	}
+}

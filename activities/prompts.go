@@ -1,0 +1,258 @@
+package activities
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/op-stack/executor/llm"
+	"github.com/op-stack/executor/models"
+)
+
+func optionKind(in models.DecideInput) string {
+	if in.Source.AgentType == models.AgentTypeGlobalSupervisor {
+		return "team"
+	}
+	return "worker"
+}
+
+// decisionMessages builds the prompt of a routing decision.
+func decisionMessages(in models.DecideInput, limit int) []llm.Message {
+	kind := optionKind(in)
+	system := strings.TrimSpace(in.Supervisor.SystemPrompt) + "\n\n" + fmt.Sprintf(
+		"You coordinate by deciding, one step at a time, which %[1]s acts next and what it should do, "+
+			"or that the work is finished. Answer with one JSON object only: "+
+			`{"action": "dispatch" or "finish", "target": the %[1]s's exact name (empty when finishing), `+
+			`"instruction": what the %[1]s should do, "reason": why}.`, kind)
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "Task: %s\n", in.Task)
+	if in.Instruction != "" {
+		fmt.Fprintf(&b, "\nYour brief from the global supervisor: %s\n", in.Instruction)
+	}
+	fmt.Fprintf(&b, "\nAvailable %ss:\n", kind)
+	for _, o := range in.Options {
+		fmt.Fprintf(&b, "- %s: %s\n", o.Name, truncate(o.Description, 200))
+	}
+	if len(in.Completed) > 0 {
+		fmt.Fprintf(&b, "\nAlready done: %s\n", strings.Join(in.Completed, ", "))
+	}
+	writeContext(&b, in.Context, limit)
+	// The machine-readable state: real models read it as part of the
+	// prompt, the offline model decides from it.
+	fmt.Fprintf(&b, "\n%s\n", llm.FormatRoutingInput(llm.RoutingInput{Options: optionNames(in.Options), Completed: in.Completed, AllowFinish: in.AllowFinish}))
+	if in.AllowFinish {
+		fmt.Fprintf(&b, "Choose the next %s, or finish if the task is done.", kind)
+	} else {
+		fmt.Fprintf(&b, "Choose the next %s; nothing has been done yet, so finishing is not possible.", kind)
+	}
+	return []llm.Message{{Role: llm.RoleSystem, Content: system}, {Role: llm.RoleUser, Content: b.String()}}
+}
+
+// decisionSchema constrains the answer to the offered options.
+func decisionSchema(in models.DecideInput) *llm.JSONSchema {
+	targets := append(optionNames(in.Options), "")
+	actions := []string{models.DecisionDispatch}
+	if in.AllowFinish {
+		actions = append(actions, models.DecisionFinish)
+	}
+	schema := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"action":      map[string]any{"type": "string", "enum": actions},
+			"target":      map[string]any{"type": "string", "enum": targets},
+			"instruction": map[string]any{"type": "string"},
+			"reason":      map[string]any{"type": "string"},
+		},
+		"required":             []string{"action", "target", "instruction", "reason"},
+		"additionalProperties": false,
+	}
+	raw, _ := json.Marshal(schema)
+	return &llm.JSONSchema{Name: "routing_decision", Schema: raw, Strict: true}
+}
+
+// rawDecision accepts the field names models use in practice besides ours.
+type rawDecision struct {
+	Action        string `json:"action"`
+	Target        string `json:"target"`
+	Next          string `json:"next"`
+	SelectedAgent string `json:"selected_agent"`
+	Team          string `json:"team"`
+	Worker        string `json:"worker"`
+	Instruction   string `json:"instruction"`
+	Reason        string `json:"reason"`
+	Reasoning     string `json:"reasoning"`
+}
+
+// parseDecision reads a model's answer tolerantly: JSON (bare or fenced,
+// with our field names or common alternatives), else a known option name or
+// a finish word in free text. It returns an error saying what was wrong when
+// the answer names no valid option.
+func parseDecision(content string, in models.DecideInput) (models.Decision, error) {
+	var raw rawDecision
+	if obj := extractJSONObject(content); obj != "" && json.Unmarshal([]byte(obj), &raw) == nil {
+		d := models.Decision{
+			Action:      strings.ToLower(strings.TrimSpace(raw.Action)),
+			Target:      firstNonBlank(raw.Target, raw.Next, raw.SelectedAgent, raw.Team, raw.Worker),
+			Instruction: strings.TrimSpace(raw.Instruction),
+			Reason:      strings.TrimSpace(firstNonBlank(raw.Reason, raw.Reasoning)),
+		}
+		if d.Action == "" {
+			d.Action = models.DecisionDispatch
+			if isFinishWord(d.Target) {
+				d.Action = models.DecisionFinish
+			}
+		}
+		return validateDecision(d, in)
+	}
+	text := strings.TrimSpace(content)
+	if isFinishWord(text) {
+		return validateDecision(models.Decision{Action: models.DecisionFinish, Reason: text}, in)
+	}
+	if name := findOptionIn(text, in.Options); name != "" {
+		return validateDecision(models.Decision{Action: models.DecisionDispatch, Target: name, Reason: truncate(text, 500)}, in)
+	}
+	return models.Decision{}, fmt.Errorf("the answer is neither JSON nor names one of the %ss", optionKind(in))
+}
+
+func validateDecision(d models.Decision, in models.DecideInput) (models.Decision, error) {
+	switch d.Action {
+	case models.DecisionFinish, "done", "end", "complete", "stop":
+		if !in.AllowFinish {
+			return models.Decision{}, fmt.Errorf("finishing is not possible yet: no %s has worked", optionKind(in))
+		}
+		return models.Decision{Action: models.DecisionFinish, Reason: d.Reason}, nil
+	case models.DecisionDispatch, "route", "delegate", "select":
+	default:
+		return models.Decision{}, fmt.Errorf("unknown action %q: use \"dispatch\" or \"finish\"", d.Action)
+	}
+	name := matchOption(d.Target, in.Options)
+	if name == "" {
+		return models.Decision{}, fmt.Errorf("%q is not one of the available %ss (%s)", d.Target, optionKind(in), strings.Join(optionNames(in.Options), ", "))
+	}
+	d.Action, d.Target = models.DecisionDispatch, name
+	if d.Instruction == "" {
+		d.Instruction = in.Task
+	}
+	return d, nil
+}
+
+// fallbackDecision is used when the model never named a valid option: the
+// first option not done yet, else finish (or the first option when
+// finishing is not allowed).
+func fallbackDecision(in models.DecideInput) models.Decision {
+	done := map[string]bool{}
+	for _, c := range in.Completed {
+		done[c] = true
+	}
+	for _, o := range in.Options {
+		if !done[o.Name] {
+			return models.Decision{Action: models.DecisionDispatch, Target: o.Name, Instruction: in.Task, Reason: "fallback: the supervisor named no valid option"}
+		}
+	}
+	if in.AllowFinish || len(in.Options) == 0 {
+		return models.Decision{Action: models.DecisionFinish, Reason: "fallback: the supervisor named no valid option"}
+	}
+	return models.Decision{Action: models.DecisionDispatch, Target: in.Options[0].Name, Instruction: in.Task, Reason: "fallback: the supervisor named no valid option"}
+}
+
+// respondMessages builds the prompt of a worker's turn or of the final answer.
+func respondMessages(in models.RespondInput, limit int) []llm.Message {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Task: %s\n", in.Task)
+	if in.Purpose == models.PurposeFinalAnswer {
+		b.WriteString("\nThe teams have finished. Write the final answer to the task for the user, using their outputs below.\n")
+	} else if in.Instruction != "" && in.Instruction != in.Task {
+		fmt.Fprintf(&b, "\nYour instruction: %s\n", in.Instruction)
+	}
+	writeContext(&b, in.Context, limit)
+	return []llm.Message{{Role: llm.RoleSystem, Content: in.Agent.SystemPrompt}, {Role: llm.RoleUser, Content: b.String()}}
+}
+
+func writeContext(b *strings.Builder, items []models.ContextItem, limit int) {
+	if len(items) == 0 {
+		return
+	}
+	b.WriteString("\nOutputs so far:\n")
+	for _, c := range items {
+		fmt.Fprintf(b, "\n### %s\n%s\n", c.From, truncate(c.Content, limit))
+	}
+}
+
+func extractJSONObject(s string) string {
+	start := strings.Index(s, "{")
+	end := strings.LastIndex(s, "}")
+	if start < 0 || end <= start {
+		return ""
+	}
+	return s[start : end+1]
+}
+
+func matchOption(target string, options []models.Option) string {
+	t := strings.TrimSpace(strings.Trim(strings.TrimSpace(target), `"'`))
+	if t == "" {
+		return ""
+	}
+	for _, o := range options {
+		if o.Name == t {
+			return o.Name
+		}
+	}
+	for _, o := range options {
+		if strings.EqualFold(o.Name, t) {
+			return o.Name
+		}
+	}
+	return ""
+}
+
+// findOptionIn finds the longest option name that appears in free text.
+func findOptionIn(text string, options []models.Option) string {
+	names := optionNames(options)
+	sort.SliceStable(names, func(i, j int) bool { return len(names[i]) > len(names[j]) })
+	lower := strings.ToLower(text)
+	for _, n := range names {
+		if strings.Contains(lower, strings.ToLower(n)) {
+			return n
+		}
+	}
+	return ""
+}
+
+func isFinishWord(s string) bool {
+	switch strings.ToLower(strings.Trim(strings.TrimSpace(s), ".!\"'")) {
+	case "finish", "finished", "done", "end", "complete", "completed", "stop", "none":
+		return true
+	}
+	return false
+}
+
+func optionNames(options []models.Option) []string {
+	names := make([]string, 0, len(options))
+	for _, o := range options {
+		names = append(names, o.Name)
+	}
+	return names
+}
+
+func firstNonBlank(values ...string) string {
+	for _, v := range values {
+		if s := strings.TrimSpace(v); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// truncate cuts s to at most n runes, marking the cut.
+func truncate(s string, n int) string {
+	if n <= 0 {
+		return s
+	}
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + " …[truncated]"
+}

@@ -1,0 +1,92 @@
+// Package workflows defines a run as Temporal workflows: RunWorkflow (the
+// global supervisor's loop, one per run) and TeamWorkflow (one team turn,
+// a child workflow, so the Web UI shows a run as a tree). Workflow code is
+// deterministic: every side effect is an activity.
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/op-stack/executor/activities"
+	"github.com/op-stack/executor/models"
+)
+
+// a is the activities' receiver as workflows see it: only method values are
+// taken from it, so it is never dereferenced.
+var a *activities.Activities
+
+// Defaults for RunOptions fields left zero.
+const (
+	DefaultLLMCallTimeout   = 5 * time.Minute
+	DefaultHeartbeatTimeout = 15 * time.Second
+	DefaultMaxAttempts      = 5
+	DefaultRetryInitial     = time.Second
+	DefaultRetryMax         = 30 * time.Second
+)
+
+// WithDefaults fills zero RunOptions fields.
+func WithDefaults(o models.RunOptions) models.RunOptions {
+	if o.LLMCallTimeout <= 0 {
+		o.LLMCallTimeout = DefaultLLMCallTimeout
+	}
+	if o.HeartbeatTimeout <= 0 {
+		o.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.RetryInitial <= 0 {
+		o.RetryInitial = DefaultRetryInitial
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = DefaultRetryMax
+	}
+	return o
+}
+
+// llmContext sets the options of an LLM activity: a heartbeat timeout so a
+// lost worker is noticed quickly, and the retry policy that owns every retry
+// (the LLM client itself never retries). Rejected requests (4xx) are
+// non-retryable application errors and fail at once.
+func llmContext(ctx workflow.Context, o models.RunOptions, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: o.LLMCallTimeout,
+		HeartbeatTimeout:    o.HeartbeatTimeout,
+		WaitForCancellation: true,
+		Summary:             summary,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        o.RetryInitial,
+			BackoffCoefficient:     2,
+			MaximumInterval:        o.RetryMax,
+			MaximumAttempts:        o.MaxAttempts,
+			NonRetryableErrorTypes: []string{activities.ErrLLMRejected},
+		},
+	})
+}
+
+// storeContext sets the options of a database activity.
+func storeContext(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    500 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    10 * time.Second,
+		},
+	})
+}
+
+func agentSummary(team string, agent models.Agent, o models.RunOptions) string {
+	model := agent.Model
+	if model == "" {
+		model = o.DefaultModel
+	}
+	name := agent.Name
+	if team != "" {
+		name = team + "/" + name
+	}
+	return name + " · " + model
+}

@@ -1,0 +1,343 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	temporallog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/op-stack/executor/activities"
+	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/worker"
+	"github.com/op-stack/executor/workflows"
+)
+
+var a *activities.Activities
+
+// testHierarchy has two teams: research (two workers) and writing (one).
+func testHierarchy() models.Hierarchy {
+	h := models.Hierarchy{
+		ID:               "h-1",
+		Name:             "test",
+		GlobalSupervisor: models.Agent{AgentID: "gs", SystemPrompt: "lead"},
+		Teams: []models.Team{
+			{Name: "research", Supervisor: models.Agent{AgentID: "ts-r"}, Workers: []models.Agent{
+				{AgentID: "w-search", Name: "searcher", SystemPrompt: "search"},
+				{AgentID: "w-analyst", Name: "analyst", SystemPrompt: "analyse"},
+			}},
+			{Name: "writing", Supervisor: models.Agent{AgentID: "ts-w"}, Workers: []models.Agent{
+				{AgentID: "w-writer", Name: "writer", SystemPrompt: "write"},
+			}},
+		},
+	}
+	h.Normalize()
+	return h
+}
+
+// fakeActivities scripts the activities a workflow test sees: decisions per
+// supervisor agent_id (consumed in order; when a script runs out the
+// supervisor finishes) and worker answers, and records every call.
+type fakeActivities struct {
+	mu        sync.Mutex
+	decisions map[string][]models.Decision
+	decides   []models.DecideInput
+	responds  []models.RespondInput
+	statuses  []models.RunStatusUpdate
+	signals   []models.EventBatch
+	respond   func(ctx context.Context, in models.RespondInput) (*models.RespondResult, error)
+}
+
+func (f *fakeActivities) decide(_ context.Context, in models.DecideInput) (*models.Decision, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.decides = append(f.decides, in)
+	script := f.decisions[in.Source.AgentID]
+	if len(script) == 0 {
+		return &models.Decision{Action: models.DecisionFinish, Usage: models.Usage{TotalTokens: 1}}, nil
+	}
+	d := script[0]
+	f.decisions[in.Source.AgentID] = script[1:]
+	d.Usage = models.Usage{TotalTokens: 1}
+	return &d, nil
+}
+
+func (f *fakeActivities) doRespond(ctx context.Context, in models.RespondInput) (*models.RespondResult, error) {
+	f.mu.Lock()
+	f.responds = append(f.responds, in)
+	custom := f.respond
+	f.mu.Unlock()
+	if custom != nil {
+		return custom(ctx, in)
+	}
+	return &models.RespondResult{Output: "output of " + in.Agent.Name, Model: "m", Usage: models.Usage{TotalTokens: 10}}, nil
+}
+
+func (f *fakeActivities) setStatus(_ context.Context, u models.RunStatusUpdate) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statuses = append(f.statuses, u)
+	return nil
+}
+
+func (f *fakeActivities) lastStatus() models.RunStatusUpdate {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.statuses) == 0 {
+		return models.RunStatusUpdate{}
+	}
+	return f.statuses[len(f.statuses)-1]
+}
+
+func dispatch(target, instruction string) models.Decision {
+	return models.Decision{Action: models.DecisionDispatch, Target: target, Instruction: instruction, Reason: "because"}
+}
+
+func newEnv(t *testing.T, f *fakeActivities) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(temporallog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	env := suite.NewTestWorkflowEnvironment()
+	worker.Register(env, &activities.Activities{})
+	env.OnActivity(a.Decide, mock.Anything, mock.Anything).Return(f.decide)
+	env.OnActivity(a.Respond, mock.Anything, mock.Anything).Return(f.doRespond)
+	env.OnActivity(a.SetRunStatus, mock.Anything, mock.Anything).Return(f.setStatus)
+	// A team turn signals its warnings to the run's workflow.
+	env.OnSignalExternalWorkflow(mock.Anything, models.RunWorkflowID("run-1"), "", models.SignalEvents, mock.Anything).Return(
+		func(_, _, _, _ string, arg any) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.signals = append(f.signals, arg.(models.EventBatch))
+			return nil
+		})
+	return env
+}
+
+func runInput(h models.Hierarchy) models.RunInput {
+	return models.RunInput{RunID: "run-1", Task: "write a report", Hierarchy: h, Options: models.RunOptions{
+		DefaultModel: "m", RetryInitial: time.Millisecond, RetryMax: time.Millisecond, MaxAttempts: 3,
+	}}
+}
+
+func TestRoutingLoop(t *testing.T) {
+	f := &fakeActivities{decisions: map[string][]models.Decision{
+		"gs":   {dispatch("research", "find sources"), dispatch("writing", "write it up")},
+		"ts-r": {dispatch("searcher", "search the web"), dispatch("analyst", "analyse")},
+		"ts-w": {dispatch("writer", "write")},
+	}}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(testHierarchy()))
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow: completed %v, error %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
+	}
+	var res models.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.FinalAnswer != "output of Global Supervisor" {
+		t.Errorf("final answer = %q", res.FinalAnswer)
+	}
+	if len(res.Teams) != 2 || res.Teams[0].TeamName != "research" || res.Teams[1].TeamName != "writing" {
+		t.Fatalf("teams = %+v", res.Teams)
+	}
+	if got := len(res.Teams[0].Workers); got != 2 || res.Teams[0].Workers[1].Instruction != "analyse" {
+		t.Errorf("research turn = %+v", res.Teams[0])
+	}
+	// 3 worker calls + the final answer at 10 tokens; 3 global and 5 team decisions at 1.
+	if res.Usage.TotalTokens != 4*10+3+5 {
+		t.Errorf("usage = %d", res.Usage.TotalTokens)
+	}
+	// The team turn receives the global supervisor's instruction.
+	for _, d := range f.decides {
+		if d.Source.AgentID == "ts-w" && d.Instruction != "write it up" {
+			t.Errorf("writing supervisor brief = %q", d.Instruction)
+		}
+	}
+	if s := f.statuses; len(s) != 2 || s[0].Status != models.RunRunning || s[1].Status != models.RunCompleted || s[1].Result == nil {
+		t.Errorf("statuses = %+v", s)
+	}
+	// The final answer sees both teams' outputs.
+	final := f.responds[len(f.responds)-1]
+	if final.Purpose != models.PurposeFinalAnswer || len(final.Context) != 2 {
+		t.Errorf("final answer input = %+v", final)
+	}
+}
+
+func TestIterationLimitEndsRunawayLoops(t *testing.T) {
+	h := testHierarchy()
+	h.MaxIterations = 3
+	teamLoop, workerLoop := make([]models.Decision, 20), make([]models.Decision, 20)
+	for i := range teamLoop {
+		teamLoop[i], workerLoop[i] = dispatch("writing", "again"), dispatch("writer", "again")
+	}
+	f := &fakeActivities{decisions: map[string][]models.Decision{"gs": teamLoop, "ts-w": workerLoop}}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(h))
+	var res models.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Teams) != 3 {
+		t.Errorf("want 3 team turns at max_iterations 3, got %d", len(res.Teams))
+	}
+	for _, tm := range res.Teams {
+		if len(tm.Workers) != 3 {
+			t.Errorf("want 3 worker turns per team turn, got %d", len(tm.Workers))
+		}
+	}
+	if len(f.signals) != 3 || f.signals[0].Events[0].Event.Action != models.ActionWarning {
+		t.Errorf("want one warning signal per team turn, got %+v", f.signals)
+	}
+	warnings := strings.Join(res.Warnings, "\n")
+	if !strings.Contains(warnings, "global supervisor reached its iteration limit (3)") || !strings.Contains(warnings, `team supervisor of "writing" reached its iteration limit (3)`) {
+		t.Errorf("warnings = %q", warnings)
+	}
+}
+
+func TestPreventDuplicate(t *testing.T) {
+	for _, prevent := range []bool{true, false} {
+		h := testHierarchy()
+		h.Teams[0].PreventDuplicate = prevent
+		f := &fakeActivities{decisions: map[string][]models.Decision{
+			"gs":   {dispatch("research", "go")},
+			"ts-r": {dispatch("searcher", "1"), dispatch("searcher", "2"), dispatch("analyst", "3"), dispatch("searcher", "4")},
+		}}
+		env := newEnv(t, f)
+		env.ExecuteWorkflow(workflows.RunWorkflow, runInput(h))
+		var res models.RunResult
+		if err := env.GetWorkflowResult(&res); err != nil {
+			t.Fatal(err)
+		}
+		var offered [][]string
+		for _, d := range f.decides {
+			if d.Source.AgentID == "ts-r" {
+				var names []string
+				for _, o := range d.Options {
+					names = append(names, o.Name)
+				}
+				offered = append(offered, names)
+			}
+		}
+		if prevent {
+			// The supervisor is offered only workers it has not dispatched;
+			// when none is left the turn ends without asking again.
+			if len(offered) != 2 || strings.Join(offered[0], ",") != "searcher,analyst" || strings.Join(offered[1], ",") != "analyst" {
+				t.Errorf("prevent_duplicate: offered %v", offered)
+			}
+		} else if len(offered) != 5 || strings.Join(offered[4], ",") != "searcher,analyst" {
+			t.Errorf("without prevent_duplicate: offered %v", offered)
+		}
+	}
+}
+
+func TestContextSharingFlags(t *testing.T) {
+	for _, tc := range []struct{ global, team bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		h := testHierarchy()
+		h.EnableContextSharing = tc.global
+		h.Teams[0].ShareContext = tc.team
+		f := &fakeActivities{decisions: map[string][]models.Decision{
+			"gs":   {dispatch("research", "go"), dispatch("writing", "go")},
+			"ts-r": {dispatch("searcher", "1"), dispatch("analyst", "2")},
+			"ts-w": {dispatch("writer", "3")},
+		}}
+		env := newEnv(t, f)
+		env.ExecuteWorkflow(workflows.RunWorkflow, runInput(h))
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		byAgent := map[string]models.RespondInput{}
+		for _, r := range f.responds {
+			byAgent[r.Agent.AgentID] = r
+		}
+		analystSeesSearcher := hasContext(byAgent["w-analyst"], "worker searcher", "output of searcher")
+		writerSeesResearch := hasContext(byAgent["w-writer"], "team research", "output of analyst")
+		if analystSeesSearcher != tc.team {
+			t.Errorf("share_context=%v: analyst sees the searcher's output: %v", tc.team, analystSeesSearcher)
+		}
+		if writerSeesResearch != tc.global {
+			t.Errorf("enable_context_sharing=%v: writer sees the research team's output: %v", tc.global, writerSeesResearch)
+		}
+	}
+}
+
+func hasContext(in models.RespondInput, from, content string) bool {
+	for _, c := range in.Context {
+		if c.From == from && strings.Contains(c.Content, content) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRetryThenSuccess(t *testing.T) {
+	calls := 0
+	f := &fakeActivities{decisions: map[string][]models.Decision{"gs": {dispatch("writing", "go")}, "ts-w": {dispatch("writer", "go")}}}
+	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		if in.Agent.AgentID == "w-writer" {
+			calls++
+			if calls == 1 {
+				return nil, temporal.NewApplicationError("HTTP 500", activities.ErrLLMUnavailable)
+			}
+		}
+		return &models.RespondResult{Output: "ok " + in.Agent.Name}, nil
+	}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(testHierarchy()))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("run failed: %v", err)
+	}
+	if calls != 2 {
+		t.Errorf("writer called %d times, want 2 (one failure, one retry)", calls)
+	}
+	if f.lastStatus().Status != models.RunCompleted {
+		t.Errorf("status = %+v", f.lastStatus())
+	}
+}
+
+func TestNonRetryableFailureFailsTheRun(t *testing.T) {
+	calls := 0
+	f := &fakeActivities{decisions: map[string][]models.Decision{"gs": {dispatch("writing", "go")}, "ts-w": {dispatch("writer", "go")}}}
+	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		calls++
+		return nil, temporal.NewNonRetryableApplicationError(`worker "writer" (agent_id w-writer) calling model "m": HTTP 401: invalid key`, activities.ErrLLMRejected, nil)
+	}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(testHierarchy()))
+	if err := env.GetWorkflowError(); err == nil {
+		t.Fatal("run succeeded")
+	}
+	if calls != 1 {
+		t.Errorf("a non-retryable failure was retried: %d calls", calls)
+	}
+	last := f.lastStatus()
+	if last.Status != models.RunFailed || !strings.Contains(last.Error, "w-writer") || !strings.Contains(last.Error, "401") {
+		t.Errorf("stored failure = %+v", last)
+	}
+}
+
+func TestCancellation(t *testing.T) {
+	f := &fakeActivities{decisions: map[string][]models.Decision{"gs": {dispatch("writing", "go")}, "ts-w": {dispatch("writer", "go")}}}
+	f.respond = func(ctx context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		<-ctx.Done() // a long LLM call, stopped by the cancellation
+		return nil, ctx.Err()
+	}
+	env := newEnv(t, f)
+	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(testHierarchy()))
+	err := env.GetWorkflowError()
+	var canceled *temporal.CanceledError
+	if !errors.As(err, &canceled) {
+		t.Fatalf("want a cancelled workflow, got %v", err)
+	}
+	if f.lastStatus().Status != models.RunCancelled {
+		t.Errorf("status = %+v", f.lastStatus())
+	}
+}

@@ -1,0 +1,184 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/op-stack/executor/models"
+)
+
+// TeamState is a team turn's whole state.
+type TeamState struct {
+	Input      models.TeamInput      `json:"input"`
+	Iteration  int                   `json:"iteration"`
+	Outputs    []models.WorkerOutput `json:"outputs"`
+	Dispatched []string              `json:"dispatched"`
+	Warnings   []string              `json:"warnings"`
+	Usage      models.Usage          `json:"usage"`
+	EventSeq   int                   `json:"event_seq"`
+}
+
+// TeamWorkflow runs one team turn: the team supervisor picks a worker and
+// an instruction, the worker answers, and so on until the supervisor ends
+// the turn, every worker has worked once (with prevent_duplicate), or the
+// iteration limit is reached.
+func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult, error) {
+	in.Options = WithDefaults(in.Options)
+	s := &TeamState{Input: in}
+	team := &s.Input.Team
+	source := models.TeamSupervisorSource(team)
+	finished := false
+	for s.Iteration < in.MaxIterations {
+		options := availableWorkers(team, s.Dispatched)
+		if len(options) == 0 {
+			finished = true // prevent_duplicate: every worker has had its turn
+			break
+		}
+		s.Iteration++
+		var d models.Decision
+		dctx := llmContext(ctx, in.Options, agentSummary(team.Name, team.Supervisor, in.Options))
+		if err := workflow.ExecuteActivity(dctx, a.Decide, models.DecideInput{
+			RunID:       in.RunID,
+			Supervisor:  team.Supervisor,
+			Source:      source,
+			Task:        in.Task,
+			Instruction: in.Instruction,
+			Options:     options,
+			Completed:   s.Dispatched,
+			Context:     append(teamContext(in.PriorTeams), workerContext(s.Outputs)...),
+			AllowFinish: len(s.Outputs) > 0,
+			Iteration:   s.Iteration,
+			RunOptions:  in.Options,
+			Publish:     true,
+		}).Get(ctx, &d); err != nil {
+			return nil, err
+		}
+		s.Usage = s.Usage.Add(d.Usage)
+		if d.Warning != "" {
+			s.Warnings = append(s.Warnings, d.Warning)
+		}
+		if d.Action == models.DecisionFinish {
+			finished = true
+			break
+		}
+		if !offered(options, d.Target) {
+			// Decide validates against the options it was given; this guards
+			// against an activity version that does not.
+			msg := fmt.Sprintf("team supervisor of %q chose %q, which was not offered; dispatching %q instead", team.Name, d.Target, options[0].Name)
+			s.Warnings = append(s.Warnings, msg)
+			s.signalRun(ctx, source, models.CategorySystem, models.ActionWarning, map[string]any{"message": msg})
+			d.Target = options[0].Name
+		}
+		worker := findWorker(team, d.Target)
+		rin := models.RespondInput{
+			RunID:       in.RunID,
+			Purpose:     models.PurposeWorker,
+			Agent:       *worker,
+			Source:      models.WorkerSource(team, worker),
+			Task:        in.Task,
+			Instruction: d.Instruction,
+			Context:     teamContext(in.PriorTeams),
+			RunOptions:  in.Options,
+		}
+		if team.ShareContext {
+			rin.Context = append(rin.Context, workerContext(s.Outputs)...)
+		}
+		var res models.RespondResult
+		wctx := llmContext(ctx, in.Options, agentSummary(team.Name, *worker, in.Options))
+		if err := workflow.ExecuteActivity(wctx, a.Respond, rin).Get(ctx, &res); err != nil {
+			return nil, err
+		}
+		s.Outputs = append(s.Outputs, models.WorkerOutput{
+			AgentID: worker.AgentID, Name: worker.Name, Instruction: d.Instruction,
+			Output: res.Output, Model: res.Model, Offline: res.Offline, Usage: res.Usage,
+		})
+		if !contains(s.Dispatched, worker.Name) {
+			s.Dispatched = append(s.Dispatched, worker.Name)
+		}
+	}
+	if !finished {
+		msg := fmt.Sprintf("team supervisor of %q reached its iteration limit (%d); ending the team's turn", team.Name, in.MaxIterations)
+		s.Warnings = append(s.Warnings, msg)
+		s.signalRun(ctx, source, models.CategorySystem, models.ActionWarning, map[string]any{"message": msg})
+	}
+	return &models.TeamResult{
+		Output: models.TeamOutput{
+			Turn: in.Turn, TeamName: team.Name, Instruction: in.Instruction,
+			Workers: s.Outputs, Summary: summarize(s.Outputs),
+		},
+		Warnings:        s.Warnings,
+		SupervisorUsage: s.Usage,
+	}, nil
+}
+
+// signalRun appends an event the team workflow itself produces to the run's
+// log. The batch's producer is this child workflow, so a replayed signal is
+// applied once.
+func (s *TeamState) signalRun(ctx workflow.Context, source models.Source, category, action string, data map[string]any) {
+	s.EventSeq++
+	batch := models.EventBatch{
+		Producer: models.TeamWorkflowID(s.Input.RunID, s.Input.Turn),
+		Seq:      s.EventSeq,
+		Events: []models.Event{{
+			RunID:     s.Input.RunID,
+			Timestamp: models.FormatTimestamp(workflow.Now(ctx)),
+			Source:    source,
+			Event:     models.EventKind{Category: category, Action: action},
+			Data:      data,
+		}},
+	}
+	// Best effort: the event is informational and the turn's result carries
+	// the warning too.
+	_ = workflow.SignalExternalWorkflow(ctx, models.RunWorkflowID(s.Input.RunID), "", models.SignalEvents, batch).Get(ctx, nil)
+}
+
+func availableWorkers(team *models.Team, dispatched []string) []models.Option {
+	var options []models.Option
+	for _, w := range team.Workers {
+		if team.PreventDuplicate && contains(dispatched, w.Name) {
+			continue
+		}
+		options = append(options, models.Option{Name: w.Name, AgentID: w.AgentID, Description: w.Role + ": " + firstLine(w.SystemPrompt)})
+	}
+	return options
+}
+
+func offered(options []models.Option, name string) bool {
+	for _, o := range options {
+		if o.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func findWorker(team *models.Team, name string) *models.Agent {
+	for i := range team.Workers {
+		if team.Workers[i].Name == name {
+			return &team.Workers[i]
+		}
+	}
+	return nil
+}
+
+func workerContext(outputs []models.WorkerOutput) []models.ContextItem {
+	items := make([]models.ContextItem, 0, len(outputs))
+	for _, o := range outputs {
+		items = append(items, models.ContextItem{From: "worker " + o.Name, Content: o.Output})
+	}
+	return items
+}
+
+// summarize joins a turn's outputs for the prompts of later agents.
+func summarize(outputs []models.WorkerOutput) string {
+	var b strings.Builder
+	for i, o := range outputs {
+		if i > 0 {
+			b.WriteString("\n\n")
+		}
+		fmt.Fprintf(&b, "%s: %s", o.Name, o.Output)
+	}
+	return b.String()
+}
