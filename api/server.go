@@ -19,11 +19,14 @@ type Options struct {
 	Store        *store.Store
 	Logger       *slog.Logger
 	MaxBodyBytes int64
+	// Runs starts and controls runs; nil serves the hierarchy API only.
+	Runs *Runs
 }
 
 // Server serves the HTTP API.
 type Server struct {
 	store        *store.Store
+	runs         *Runs
 	log          *slog.Logger
 	maxBodyBytes int64
 	router       *gin.Engine
@@ -37,6 +40,7 @@ func NewServer(opts Options) *Server {
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{
 		store:        opts.Store,
+		runs:         opts.Runs,
 		log:          opts.Logger,
 		maxBodyBytes: opts.MaxBodyBytes,
 		router:       gin.New(),
@@ -64,6 +68,12 @@ func NewServer(opts Options) *Server {
 	h.POST("/update", s.updateHierarchy)
 	h.POST("/delete", s.deleteHierarchy)
 	h.POST("/list", s.listHierarchies)
+
+	runs := v1.Group("/runs", s.requireRuns)
+	runs.POST("/start", s.startRun)
+	runs.POST("/get", s.getRun)
+	runs.POST("/list", s.listRuns)
+	runs.POST("/cancel", s.cancelRun)
 	return s
 }
 
@@ -73,6 +83,16 @@ func (s *Server) Handler() http.Handler { return s.router }
 // ok writes contract 002's success envelope.
 func ok(c *gin.Context, data any) {
 	c.JSON(http.StatusOK, gin.H{"code": 0, "message": "success", "data": data})
+}
+
+// requireRuns answers 503 on run endpoints of a server built without
+// Temporal.
+func (s *Server) requireRuns(c *gin.Context) {
+	if s.runs == nil {
+		s.writeError(c, models.Errorf(models.CodeUnavailable, "runs are not served by this process"))
+		return
+	}
+	c.Next()
 }
 
 func (s *Server) limitBody(c *gin.Context) {

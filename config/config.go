@@ -28,6 +28,28 @@ type Config struct {
 	TemporalCLI       string
 	DevServerPort     int
 	DevServerUIPort   int
+	DevServerTuned    bool
+
+	// LLM providers. The keys are secrets: they stay in this process's
+	// memory and are never logged, stored or put in workflow inputs.
+	OpenAIAPIKey       string
+	OpenAIBaseURL      string
+	OpenRouterAPIKey   string
+	OpenRouterBaseURL  string
+	CompatibleBaseURL  string
+	CompatibleAPIKey   string
+	LLMModels          string
+	LLMDefaultModel    string
+	LLMDefaultProvider string
+	OfflineTokenDelay  time.Duration
+
+	// Engine settings copied into each run's options at start.
+	LLMCallTimeout      time.Duration
+	LLMHeartbeatTimeout time.Duration
+	LLMMaxAttempts      int
+	LLMRetryInitial     time.Duration
+	LLMRetryMax         time.Duration
+	ContextCharLimit    int
 }
 
 // SQLitePath is the embedded database file used when DatabaseURL is empty.
@@ -55,6 +77,24 @@ var vars = []Var{
 	{"TEMPORAL_CLI", "./bin/temporal", "temporal CLI binary `executor dev` starts the dev server with (`make run` builds it).", func(c *Config, v string) error { c.TemporalCLI = v; return nil }},
 	{"TEMPORAL_DEV_PORT", "7233", "Frontend port of the dev server `executor dev` starts.", intVar(func(c *Config, n int) { c.DevServerPort = n })},
 	{"TEMPORAL_UI_PORT", "8233", "Web UI port of the dev server `executor dev` starts.", intVar(func(c *Config, n int) { c.DevServerUIPort = n })},
+	{"TEMPORAL_DEV_TUNED", "true", "Start the dev server with the latency settings of the README's \"Latency\" section (`false`: its defaults).", boolVar(func(c *Config, b bool) { c.DevServerTuned = b })},
+
+	{"OPENAI_API_KEY", "", "Key of the `openai` provider.", func(c *Config, v string) error { c.OpenAIAPIKey = v; return nil }},
+	{"OPENAI_BASE_URL", "https://api.openai.com/v1", "Base URL of the `openai` provider (any OpenAI-compatible endpoint works).", func(c *Config, v string) error { c.OpenAIBaseURL = v; return nil }},
+	{"OPENROUTER_API_KEY", "", "Key of the `openrouter` provider.", func(c *Config, v string) error { c.OpenRouterAPIKey = v; return nil }},
+	{"OPENROUTER_BASE_URL", "https://openrouter.ai/api/v1", "Base URL of the `openrouter` provider.", func(c *Config, v string) error { c.OpenRouterBaseURL = v; return nil }},
+	{"COMPATIBLE_BASE_URL", "", "Base URL of the `compatible` provider: any OpenAI-compatible server (vLLM, Ollama, LiteLLM, …). Empty: not configured.", func(c *Config, v string) error { c.CompatibleBaseURL = v; return nil }},
+	{"COMPATIBLE_API_KEY", "", "Key of the `compatible` provider, if it needs one.", func(c *Config, v string) error { c.CompatibleAPIKey = v; return nil }},
+	{"LLM_MODELS", "", "Model table: `model=provider[:upstream_model]`, comma-separated, e.g. `gemini-2.0-flash=openrouter:google/gemini-2.0-flash-001,gpt-4o=openai`. Models not listed go to `LLM_DEFAULT_PROVIDER`.", func(c *Config, v string) error { c.LLMModels = v; return nil }},
+	{"LLM_DEFAULT_MODEL", "gemini-2.0-flash", "Model of agents that name none (contract 002's default).", func(c *Config, v string) error { c.LLMDefaultModel = v; return nil }},
+	{"LLM_DEFAULT_PROVIDER", "", "Provider of models not in `LLM_MODELS`. Empty: the first configured of `openai`, `openrouter`, `compatible`; with none configured, the built-in `offline` model.", func(c *Config, v string) error { c.LLMDefaultProvider = v; return nil }},
+	{"OFFLINE_TOKEN_DELAY", "30ms", "Delay between the offline model's tokens, so its streaming can be watched.", durationVar(func(c *Config, d time.Duration) { c.OfflineTokenDelay = d })},
+	{"LLM_CALL_TIMEOUT", "5m", "Longest one LLM call (one activity attempt) may take.", durationVar(func(c *Config, d time.Duration) { c.LLMCallTimeout = d })},
+	{"LLM_HEARTBEAT_TIMEOUT", "15s", "An LLM call whose worker has not heartbeated for this long is retried elsewhere.", durationVar(func(c *Config, d time.Duration) { c.LLMHeartbeatTimeout = d })},
+	{"LLM_MAX_ATTEMPTS", "5", "Attempts per LLM call, first one included (429, 5xx, timeouts and network errors retry; 400/401/403/404 never do).", intVar(func(c *Config, n int) { c.LLMMaxAttempts = n })},
+	{"LLM_RETRY_INITIAL", "1s", "First retry delay; doubles per attempt. A provider's Retry-After overrides it.", durationVar(func(c *Config, d time.Duration) { c.LLMRetryInitial = d })},
+	{"LLM_RETRY_MAX", "30s", "Longest retry delay.", durationVar(func(c *Config, d time.Duration) { c.LLMRetryMax = d })},
+	{"CONTEXT_CHAR_LIMIT", "8000", "Longest earlier output (in characters) put into a later agent's prompt.", intVar(func(c *Config, n int) { c.ContextCharLimit = n })},
 }
 
 // Vars lists every environment variable the service reads.
@@ -89,6 +129,17 @@ func intVar(set func(*Config, int)) func(*Config, string) error {
 			return fmt.Errorf("want a positive integer, got %q", v)
 		}
 		set(c, n)
+		return nil
+	}
+}
+
+func boolVar(set func(*Config, bool)) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("want true or false, got %q", v)
+		}
+		set(c, b)
 		return nil
 	}
 }

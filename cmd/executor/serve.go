@@ -16,7 +16,7 @@ import (
 	temporallog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/op-stack/executor/api"
+	"github.com/op-stack/executor/app"
 	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/store"
 )
@@ -94,9 +94,24 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) err
 	defer tc.Close()
 
 	errc := make(chan error, 2)
+	if r.worker {
+		router, err := app.NewLLM(cfg)
+		if err != nil {
+			return err
+		}
+		log.Info("LLM providers", "routing", router.Describe())
+		w := app.NewWorker(cfg, log, st, tc, router)
+		if err := w.Start(); err != nil {
+			return fmt.Errorf("start Temporal worker: %w", err)
+		}
+		// Stop returns once running activities have finished or
+		// SHUTDOWN_TIMEOUT passed; unfinished ones are retried elsewhere.
+		defer w.Stop()
+		log.Info("Temporal worker started", "task_queue", cfg.TaskQueue, "namespace", cfg.TemporalNamespace)
+	}
 	var httpServer *http.Server
 	if r.api {
-		srv := api.NewServer(api.Options{Store: st, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes})
+		srv := app.NewAPI(cfg, log, st, tc)
 		ln, err := net.Listen("tcp", cfg.HTTPAddr)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
@@ -152,6 +167,10 @@ func startDevServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*
 	}
 	hostPort := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.DevServerPort))
 	log.Info("starting Temporal dev server", "cli", cfg.TemporalCLI, "address", hostPort, "db", dbFile)
+	var extra []string
+	if cfg.DevServerTuned {
+		extra = devServerTuning
+	}
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	ds, err := testsuite.StartDevServer(startCtx, testsuite.DevServerOptions{
@@ -165,7 +184,7 @@ func startDevServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*
 		EnableUI:   true,
 		UIPort:     strconv.Itoa(cfg.DevServerUIPort),
 		LogLevel:   "warn",
-		ExtraArgs:  devServerTuning,
+		ExtraArgs:  extra,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start Temporal dev server with %s (run `make run`, which builds it): %w", cfg.TemporalCLI, err)

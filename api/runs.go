@@ -1,0 +1,261 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/store"
+)
+
+type startInput struct {
+	HierarchyID string `json:"hierarchy_id"`
+	Task        string `json:"task"`
+}
+
+type runIDInput struct {
+	ID    string `json:"id"`
+	RunID string `json:"run_id"`
+}
+
+func (in runIDInput) id() (string, error) {
+	id := strings.TrimSpace(firstNonEmpty(in.ID, in.RunID))
+	if id == "" {
+		return "", models.FieldError("id", "is required")
+	}
+	return id, nil
+}
+
+// queryTimeout bounds a workflow query made while answering a request.
+const queryTimeout = 3 * time.Second
+
+// startRun stores a pending run and starts its workflow with a snapshot of
+// the hierarchy, so later edits never change a run in flight.
+func (s *Server) startRun(c *gin.Context) {
+	var in startInput
+	if err := decodeJSON(c, &in); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	hierarchyID := strings.TrimSpace(in.HierarchyID)
+	if hierarchyID == "" {
+		s.writeError(c, models.FieldError("hierarchy_id", "is required"))
+		return
+	}
+	if strings.TrimSpace(in.Task) == "" {
+		s.writeError(c, models.FieldError("task", "must not be empty"))
+		return
+	}
+	ctx := c.Request.Context()
+	h, err := s.store.GetHierarchy(ctx, hierarchyID)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	run, err := s.runs.Start(ctx, h, in.Task)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ok(c, gin.H{"id": run.ID, "workflow_id": run.WorkflowID, "status": run.Status})
+}
+
+// Runs starts runs: the part of the API that talks to Temporal.
+type Runs struct {
+	Store     *store.Store
+	Temporal  client.Client
+	TaskQueue string
+	Options   models.RunOptions
+}
+
+// Start stores a pending run and starts its workflow. If the workflow
+// cannot be started, the run row is removed again.
+func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string) (*store.Run, error) {
+	id := models.NewID()
+	run := &store.Run{
+		ID: id, HierarchyID: h.ID, HierarchyName: h.Name, TotalTeams: len(h.Teams),
+		WorkflowID: models.RunWorkflowID(id), Task: task,
+	}
+	if err := r.Store.CreateRun(ctx, run); err != nil {
+		return nil, err
+	}
+	_, err := r.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:            run.WorkflowID,
+		TaskQueue:     r.TaskQueue,
+		StaticSummary: h.Name + ": " + oneLine(task, 200),
+	}, models.RunWorkflowName, models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.Options})
+	if err != nil {
+		_ = r.Store.DeleteRun(context.WithoutCancel(ctx), id)
+		return nil, &models.Error{Code: models.CodeUnavailable, Message: "could not start the run's workflow: Temporal is unavailable", Err: err}
+	}
+	return run, nil
+}
+
+// runView is runs/get's answer.
+type runView struct {
+	*store.Run
+	Progress progressView `json:"progress"`
+}
+
+type progressView struct {
+	CurrentTeam          string   `json:"current_team"`
+	CurrentWorker        string   `json:"current_worker"`
+	ActiveAgentID        string   `json:"active_agent_id"`
+	CompletedTeams       []string `json:"completed_teams"`
+	TotalTeams           int      `json:"total_teams"`
+	CompletionPercentage int      `json:"completion_percentage"`
+}
+
+func (s *Server) getRun(c *gin.Context) {
+	var in runIDInput
+	if err := decodeJSON(c, &in); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	id, err := in.id()
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	run, err := s.store.GetRun(c.Request.Context(), id)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ok(c, s.viewRun(c.Request.Context(), run))
+}
+
+// viewRun adds the progress: from the workflow while the run is live, from
+// the stored result once it has ended.
+func (s *Server) viewRun(ctx context.Context, run *store.Run) runView {
+	v := runView{Run: run, Progress: progressView{TotalTeams: run.TotalTeams, CompletedTeams: []string{}}}
+	if run.Result != nil {
+		for _, t := range run.Result.Teams {
+			if !contains(v.Progress.CompletedTeams, t.TeamName) {
+				v.Progress.CompletedTeams = append(v.Progress.CompletedTeams, t.TeamName)
+			}
+		}
+	}
+	if !models.IsTerminal(run.Status) && s.runs != nil {
+		qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+		defer cancel()
+		if p, err := s.queryProgress(qctx, run.WorkflowID); err == nil {
+			v.Progress.CurrentTeam, v.Progress.CurrentWorker, v.Progress.ActiveAgentID = p.CurrentTeam, p.CurrentWorker, p.ActiveAgentID
+			v.Progress.CompletedTeams = p.CompletedTeams
+		} else {
+			s.log.Debug("progress query", "run_id", run.ID, "error", err)
+		}
+	}
+	if v.Progress.TotalTeams > 0 {
+		v.Progress.CompletionPercentage = min(100, 100*len(v.Progress.CompletedTeams)/v.Progress.TotalTeams)
+	}
+	if run.Status == models.RunCompleted {
+		v.Progress.CompletionPercentage = 100
+	}
+	return v
+}
+
+func (s *Server) queryProgress(ctx context.Context, workflowID string) (models.Progress, error) {
+	var p models.Progress
+	resp, err := s.runs.Temporal.QueryWorkflow(ctx, workflowID, "", models.QueryProgress)
+	if err != nil {
+		return p, err
+	}
+	return p, resp.Get(&p)
+}
+
+type listRunsInput struct {
+	pageInput
+	HierarchyID string `json:"hierarchy_id"`
+	Status      string `json:"status"`
+}
+
+func (s *Server) listRuns(c *gin.Context) {
+	var in listRunsInput
+	if c.Request.ContentLength != 0 {
+		if err := decodeJSON(c, &in); err != nil {
+			s.writeError(c, err)
+			return
+		}
+	}
+	f, err := in.filter()
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	switch in.Status {
+	case "", models.RunPending, models.RunRunning, models.RunCompleted, models.RunFailed, models.RunCancelled:
+	default:
+		s.writeError(c, models.FieldError("status", "must be one of pending, running, completed, failed, cancelled; got %q", in.Status))
+		return
+	}
+	runs, total, err := s.store.ListRuns(c.Request.Context(), store.RunFilter{ListFilter: f, HierarchyID: strings.TrimSpace(in.HierarchyID), Status: in.Status})
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ok(c, gin.H{"items": runs, "total": total, "page": f.Page, "page_size": f.PageSize})
+}
+
+// cancelRun asks the run's workflow to cancel. The workflow stops its LLM
+// calls and records the run as cancelled; cancelling a cancelled run again
+// succeeds, cancelling a finished one is a conflict.
+func (s *Server) cancelRun(c *gin.Context) {
+	var in runIDInput
+	if err := decodeJSON(c, &in); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	id, err := in.id()
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	run, err := s.store.GetRun(ctx, id)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	switch run.Status {
+	case models.RunCancelled:
+		ok(c, gin.H{"id": id, "status": run.Status})
+		return
+	case models.RunCompleted, models.RunFailed:
+		s.writeError(c, models.Errorf(models.CodeExecutionInProgress, "run %q has already %s and cannot be cancelled", id, run.Status))
+		return
+	}
+	if err := s.runs.Temporal.CancelWorkflow(ctx, run.WorkflowID, ""); err != nil {
+		var notFound *serviceerror.NotFound
+		if errors.As(err, &notFound) {
+			s.writeError(c, models.Errorf(models.CodeExecutionInProgress, "run %q is no longer running", id))
+			return
+		}
+		s.writeError(c, &models.Error{Code: models.CodeUnavailable, Message: "could not cancel the run: Temporal is unavailable", Err: err})
+		return
+	}
+	ok(c, gin.H{"id": id, "status": "cancelling"})
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

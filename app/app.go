@@ -1,0 +1,93 @@
+// Package app wires the service from its configuration: the LLM router, the
+// activities, the Temporal worker and the HTTP API. The executor binary and
+// the end-to-end tests build the service through it, so tests exercise the
+// same wiring as production.
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/op-stack/executor/activities"
+	"github.com/op-stack/executor/api"
+	"github.com/op-stack/executor/config"
+	"github.com/op-stack/executor/llm"
+	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/store"
+	"github.com/op-stack/executor/worker"
+)
+
+// RunOptions resolves the per-run engine settings from the configuration.
+func RunOptions(cfg config.Config) models.RunOptions {
+	return models.RunOptions{
+		LLMCallTimeout:   cfg.LLMCallTimeout,
+		HeartbeatTimeout: cfg.LLMHeartbeatTimeout,
+		MaxAttempts:      int32(cfg.LLMMaxAttempts),
+		RetryInitial:     cfg.LLMRetryInitial,
+		RetryMax:         cfg.LLMRetryMax,
+		DefaultModel:     cfg.LLMDefaultModel,
+		ContextCharLimit: cfg.ContextCharLimit,
+	}
+}
+
+// NewLLM builds the model router from the configuration. Keys go from the
+// environment straight into the provider clients and nowhere else.
+func NewLLM(cfg config.Config) (*llm.Router, error) {
+	table, err := llm.ParseModelTable(cfg.LLMModels)
+	if err != nil {
+		return nil, fmt.Errorf("LLM_MODELS: %w", err)
+	}
+	var providers []llm.ProviderConfig
+	if cfg.OpenAIAPIKey != "" {
+		providers = append(providers, llm.ProviderConfig{Name: "openai", BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey})
+	}
+	if cfg.OpenRouterAPIKey != "" {
+		providers = append(providers, llm.ProviderConfig{Name: "openrouter", BaseURL: cfg.OpenRouterBaseURL, APIKey: cfg.OpenRouterAPIKey})
+	}
+	if cfg.CompatibleBaseURL != "" {
+		providers = append(providers, llm.ProviderConfig{Name: "compatible", BaseURL: cfg.CompatibleBaseURL, APIKey: cfg.CompatibleAPIKey})
+	}
+	return llm.NewRouter(llm.RouterConfig{
+		Providers:         providers,
+		Models:            table,
+		DefaultModel:      cfg.LLMDefaultModel,
+		DefaultProvider:   cfg.LLMDefaultProvider,
+		OfflineTokenDelay: cfg.OfflineTokenDelay,
+		// No client timeout: a stream lasts as long as the activity's
+		// start-to-close timeout allows, which cancels its context.
+		HTTPClient: &http.Client{},
+	})
+}
+
+// NewWorker builds the Temporal worker with the run's activities.
+func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client, router llm.Client) sdkworker.Worker {
+	acts := &activities.Activities{
+		Store:             st,
+		LLM:               router,
+		Events:            activities.SignalSink{Client: tc},
+		Log:               log,
+		HeartbeatInterval: heartbeatInterval(cfg.LLMHeartbeatTimeout),
+	}
+	return worker.New(tc, acts, worker.Options{TaskQueue: cfg.TaskQueue, StopTimeout: cfg.ShutdownTimeout})
+}
+
+// NewAPI builds the HTTP API.
+func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client) *api.Server {
+	return api.NewServer(api.Options{
+		Store:        st,
+		Logger:       log,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Runs:         &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg)},
+	})
+}
+
+// heartbeatInterval heartbeats several times per heartbeat timeout, so one
+// delayed heartbeat never times an activity out.
+func heartbeatInterval(timeout time.Duration) time.Duration {
+	return min(time.Second, timeout/4)
+}
