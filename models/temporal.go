@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -60,6 +61,9 @@ type RunOptions struct {
 	RetryMax         time.Duration `json:"retry_max"`
 	DefaultModel     string        `json:"default_model"`
 	ContextCharLimit int           `json:"context_char_limit"`
+	// ContinueAsNewAfter is the history length past which the run's
+	// workflow continues as new at its next safe point.
+	ContinueAsNewAfter int `json:"continue_as_new_after"`
 }
 
 // RunInput starts a RunWorkflow.
@@ -68,6 +72,31 @@ type RunInput struct {
 	Task      string     `json:"task"`
 	Hierarchy Hierarchy  `json:"hierarchy"` // a snapshot taken at start
 	Options   RunOptions `json:"options"`
+	// State is the run's state carried across continue-as-new; nil when
+	// the run starts.
+	State *RunState `json:"state,omitempty"`
+}
+
+// RunState is a run's whole state in its workflow. It is serializable so
+// that continue-as-new can carry it.
+type RunState struct {
+	Status         string       `json:"status"`
+	Iteration      int          `json:"iteration"`
+	Teams          []TeamOutput `json:"teams"`
+	CompletedTeams []string     `json:"completed_teams"`
+	CurrentTeam    string       `json:"current_team"`
+	CurrentWorker  string       `json:"current_worker"`
+	ActiveAgentID  string       `json:"active_agent_id"`
+	Warnings       []string     `json:"warnings"`
+	Usage          Usage        `json:"usage"`
+	Log            EventLog     `json:"log"`
+	// Generation counts the continue-as-new hops of the run.
+	Generation int `json:"generation"`
+}
+
+// PersistEventsInput stores a run's events.
+type PersistEventsInput struct {
+	Events []Event `json:"events"`
 }
 
 // TeamOutput is what one team turn produced.
@@ -76,7 +105,18 @@ type TeamOutput struct {
 	TeamName    string         `json:"team_name"`
 	Instruction string         `json:"instruction"`
 	Workers     []WorkerOutput `json:"workers"`
-	Summary     string         `json:"summary"` // the workers' outputs joined, for the next prompts
+}
+
+// Summary joins a turn's outputs for the prompts of later agents.
+func (t TeamOutput) Summary() string {
+	var b strings.Builder
+	for i, o := range t.Workers {
+		if i > 0 {
+			b.WriteString("\n\n")
+		}
+		fmt.Fprintf(&b, "%s: %s", o.Name, o.Output)
+	}
+	return b.String()
 }
 
 // WorkerOutput is one worker call's answer.

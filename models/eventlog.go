@@ -1,10 +1,6 @@
-package workflows
+package models
 
-import (
-	"encoding/json"
-
-	"github.com/op-stack/executor/models"
-)
+import "encoding/json"
 
 // Query page limits: a query result stays well under 1 MB.
 const (
@@ -18,14 +14,17 @@ const (
 // holds the tail of the log, contiguous and ending at LastSequence (older
 // events live in the database only).
 type EventLog struct {
-	Events       []models.Event `json:"events"`
-	LastSequence int64          `json:"last_sequence"`
+	Events       []Event `json:"events"`
+	LastSequence int64   `json:"last_sequence"`
+	// Persisted is the highest sequence stored in the database; every
+	// event up to it is.
+	Persisted int64 `json:"persisted"`
 	// Producers maps an activity attempt to the last batch applied from it.
 	Producers map[string]int `json:"producers"`
 }
 
 // Append assigns e the next sequence number and appends it.
-func (l *EventLog) Append(e models.Event) models.Event {
+func (l *EventLog) Append(e Event) Event {
 	l.LastSequence++
 	e.Sequence = l.LastSequence
 	if e.Data == nil {
@@ -37,7 +36,7 @@ func (l *EventLog) Append(e models.Event) models.Event {
 
 // ApplyBatch appends a batch's events unless that batch was applied
 // already, and returns what it appended.
-func (l *EventLog) ApplyBatch(b models.EventBatch) []models.Event {
+func (l *EventLog) ApplyBatch(b EventBatch) []Event {
 	if l.Producers == nil {
 		l.Producers = map[string]int{}
 	}
@@ -45,7 +44,7 @@ func (l *EventLog) ApplyBatch(b models.EventBatch) []models.Event {
 		return nil
 	}
 	l.Producers[b.Producer] = b.Seq
-	out := make([]models.Event, 0, len(b.Events))
+	out := make([]Event, 0, len(b.Events))
 	for _, e := range b.Events {
 		out = append(out, l.Append(e))
 	}
@@ -63,8 +62,8 @@ func (l *EventLog) FirstSequence() int64 {
 
 // Page returns the held events after q.After, bounded by q.Limit and
 // q.MaxBytes. It only reads the log: it is safe in a query handler.
-func (l *EventLog) Page(q models.EventQuery, terminal bool) models.EventPage {
-	page := models.EventPage{LastSequence: l.LastSequence, FirstAvailable: l.FirstSequence(), Events: []models.Event{}}
+func (l *EventLog) Page(q EventQuery, terminal bool) EventPage {
+	page := EventPage{LastSequence: l.LastSequence, FirstAvailable: l.FirstSequence(), Events: []Event{}}
 	limit, maxBytes := q.Limit, q.MaxBytes
 	if limit <= 0 {
 		limit = DefaultPageLimit
@@ -90,4 +89,33 @@ func (l *EventLog) Page(q models.EventQuery, terminal bool) models.EventPage {
 	}
 	page.Terminal = terminal && !page.More
 	return page
+}
+
+// Unpersisted returns the held events not yet stored in the database.
+func (l *EventLog) Unpersisted() []Event {
+	first := l.FirstSequence()
+	from := l.Persisted + 1 - first
+	if from < 0 {
+		from = 0
+	}
+	if int(from) >= len(l.Events) {
+		return nil
+	}
+	return append([]Event(nil), l.Events[from:]...)
+}
+
+// MarkPersisted records that every event up to seq is stored, and drops
+// stored events beyond the newest keep ones: the held tail stays bounded,
+// and older events are read from the database.
+func (l *EventLog) MarkPersisted(seq int64, keep int) {
+	if seq > l.Persisted {
+		l.Persisted = seq
+	}
+	drop := len(l.Events) - keep
+	if maxDrop := int(l.Persisted - l.FirstSequence() + 1); drop > maxDrop {
+		drop = maxDrop
+	}
+	if drop > 0 {
+		l.Events = append([]Event(nil), l.Events[drop:]...)
+	}
 }
