@@ -29,6 +29,9 @@ type Activities struct {
 	// HeartbeatInterval is how often a running LLM call heartbeats, so a
 	// dead worker is noticed within the heartbeat timeout.
 	HeartbeatInterval time.Duration
+	// FlushInterval is the longest streamed deltas wait before they are
+	// signalled to the run (DefaultFlushInterval when zero).
+	FlushInterval time.Duration
 }
 
 // SetRunStatus writes a run's status; safe to retry (see
@@ -51,4 +54,10 @@ func (a *Activities) logger(ctx context.Context) *slog.Logger {
 		log = log.With("activity", info.ActivityType.Name, "attempt", info.Attempt, "workflow_id", info.WorkflowExecution.ID)
 	}
 	return log
+}
+
+// PersistEvents stores events of a run's log; storing one twice is a no-op.
+// The run's workflow calls it as a local activity.
+func (a *Activities) PersistEvents(ctx context.Context, in models.PersistEventsInput) error {
+	return a.Store.InsertEvents(ctx, in.Events)
 }

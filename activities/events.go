@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -20,25 +21,58 @@ func (s SignalSink) PublishEvents(ctx context.Context, runID string, batch model
 	return s.Client.SignalWorkflow(ctx, models.RunWorkflowID(runID), "", models.SignalEvents, batch)
 }
 
-// publisher sends one activity attempt's events to its run. Each batch it
-// sends carries the attempt as producer and a per-attempt sequence number,
-// which the workflow uses to apply a re-sent batch once.
+// DefaultFlushInterval is how long streamed deltas wait, at most, before
+// they are signalled to the run.
+const DefaultFlushInterval = 200 * time.Millisecond
+
+// publisher sends one activity attempt's events to its run's workflow.
+//
+// Deltas of a streaming answer are coalesced: consecutive deltas of one
+// agent and kind become one event. The first delta of a call and every
+// other event (dispatches, warnings, retries) are sent at once; coalesced
+// deltas at least every flush interval; everything left when the attempt
+// ends (finish, error or cancellation), before the activity returns, so the
+// run's log has an attempt's events before anything that follows it.
+//
+// One goroutine sends, in order. Each batch carries the attempt as
+// producer and a per-attempt sequence number, which the workflow uses to
+// apply a re-sent batch once.
 type publisher struct {
 	a        *Activities
 	runID    string
 	producer string
-	seq      int
 	attempt  int32
 	calls    int // LLM calls made by this attempt, for their record ids
+
+	mu      sync.Mutex
+	pending []models.Event
+	// tailCall is the call whose delta the last pending event holds (0:
+	// the last pending event is not a delta), so deltas of two calls of one
+	// attempt (a decision asked again) never merge.
+	tailCall int
+	seq      int
+	wake     chan struct{}
+	done     chan struct{}
+	stopped  chan struct{}
 }
 
 func (a *Activities) newPublisher(ctx context.Context, runID string) *publisher {
-	p := &publisher{a: a, runID: runID, producer: "local", attempt: 1}
+	p := &publisher{
+		a: a, runID: runID, producer: "local", attempt: 1,
+		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{}),
+	}
 	if activity.IsActivity(ctx) {
 		info := activity.GetInfo(ctx)
 		p.producer = fmt.Sprintf("%s/%s/%d", info.WorkflowExecution.ID, info.ActivityID, info.Attempt)
 		p.attempt = info.Attempt
 	}
+	interval := a.FlushInterval
+	if interval <= 0 {
+		interval = DefaultFlushInterval
+	}
+	// Sends outlive a cancelled activity context: the events of a
+	// cancelled attempt still belong in the run's log.
+	go p.run(context.WithoutCancel(ctx), interval)
 	return p
 }
 
@@ -46,6 +80,15 @@ func (a *Activities) newPublisher(ctx context.Context, runID string) *publisher 
 func (p *publisher) event(source models.Source, category, action string, data map[string]any) models.Event {
 	if data == nil {
 		data = map[string]any{}
+	}
+	if category == models.CategoryLLM {
+		// spec 000: every llm.* event carries the agent_id and content;
+		// retries are told apart by attempt.
+		data["agent_id"] = source.AgentID
+		if _, ok := data["content"]; !ok {
+			data["content"] = ""
+		}
+		data["attempt"] = p.attempt
 	}
 	return models.Event{
 		RunID:     p.runID,
@@ -56,15 +99,90 @@ func (p *publisher) event(source models.Source, category, action string, data ma
 	}
 }
 
-// send publishes events as one batch. A failure is logged, not returned:
-// an undelivered event must not fail the LLM call that caused it.
-func (p *publisher) send(ctx context.Context, events ...models.Event) {
+// emit queues events to be sent at once.
+func (p *publisher) emit(events ...models.Event) {
+	p.mu.Lock()
+	p.pending = append(p.pending, events...)
+	p.tailCall = 0
+	p.mu.Unlock()
+	p.flushSoon()
+}
+
+// delta queues streamed text (action llm.stream or llm.reasoning),
+// appending to the previous event when it is the same agent's same kind of
+// text. first says this is the call's first delta, which is sent at once.
+func (p *publisher) delta(source models.Source, action, text string, extra map[string]any, first bool) {
+	call := p.calls + 1 // the call in progress
+	p.mu.Lock()
+	if n := len(p.pending); n > 0 && p.tailCall == call {
+		last := &p.pending[n-1]
+		if last.Event.Action == action && last.Source.AgentID == source.AgentID {
+			last.Data["content"] = last.Data["content"].(string) + text
+			p.mu.Unlock()
+			return
+		}
+	}
+	data := map[string]any{"content": text}
+	for k, v := range extra {
+		data[k] = v
+	}
+	p.pending = append(p.pending, p.event(source, models.CategoryLLM, action, data))
+	p.tailCall = call
+	p.mu.Unlock()
+	if first {
+		p.flushSoon()
+	}
+}
+
+func (p *publisher) flushSoon() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close sends what is left and stops the sender. It returns once every
+// queued event has been handed to the sink.
+func (p *publisher) close() {
+	select {
+	case <-p.done:
+	default:
+		close(p.done)
+	}
+	<-p.stopped
+}
+
+func (p *publisher) run(ctx context.Context, interval time.Duration) {
+	defer close(p.stopped)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.wake:
+		case <-t.C:
+		case <-p.done:
+			p.flush(ctx)
+			return
+		}
+		p.flush(ctx)
+	}
+}
+
+// flush sends the queued events as one batch. A failure is logged, not
+// returned: an undelivered event must not fail the LLM call that caused it.
+func (p *publisher) flush(ctx context.Context) {
+	p.mu.Lock()
+	events := p.pending
+	p.pending, p.tailCall = nil, 0
+	p.mu.Unlock()
 	if len(events) == 0 || p.a.Events == nil {
 		return
 	}
 	p.seq++
 	batch := models.EventBatch{Producer: p.producer, Seq: p.seq, Events: events}
-	if err := p.a.Events.PublishEvents(ctx, p.runID, batch); err != nil && ctx.Err() == nil {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := p.a.Events.PublishEvents(sctx, p.runID, batch); err != nil {
 		p.a.logger(ctx).Warn("publish events", "run_id", p.runID, "events", len(events), "error", err)
 	}
 }

@@ -34,6 +34,7 @@ const defaultContextCharLimit = 8000
 // fails the run.
 func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models.Decision, error) {
 	pub := a.newPublisher(ctx, in.RunID)
+	defer pub.close()
 	req := llm.Request{
 		Model:       modelFor(in.Supervisor, in.RunOptions),
 		Messages:    decisionMessages(in, contextLimit(in.RunOptions)),
@@ -60,7 +61,7 @@ func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models
 			d.Warning = fmt.Sprintf("%s %q gave no valid decision after %d corrections (last problem: %v); chose %s %q instead",
 				in.Source.AgentType, in.Source.AgentName, maxCorrections, perr, d.Action, d.Target)
 			if in.Publish {
-				pub.send(ctx, pub.event(in.Source, models.CategorySystem, models.ActionWarning, map[string]any{"message": d.Warning}))
+				pub.emit(pub.event(in.Source, models.CategorySystem, models.ActionWarning, map[string]any{"message": d.Warning}))
 			}
 			a.publishDecision(ctx, pub, in, d)
 			return &d, nil
@@ -77,13 +78,14 @@ func (a *Activities) publishDecision(ctx context.Context, pub *publisher, in mod
 		return
 	}
 	kind, data := models.DispatchEvent(in.Source, in.Options, d, in.Iteration)
-	pub.send(ctx, pub.event(in.Source, kind.Category, kind.Action, data))
+	pub.emit(pub.event(in.Source, kind.Category, kind.Action, data))
 }
 
 // Respond runs an agent's turn: a worker's answer, or the global
 // supervisor's final answer.
 func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*models.RespondResult, error) {
 	pub := a.newPublisher(ctx, in.RunID)
+	defer pub.close()
 	req := llm.Request{
 		Model:       modelFor(in.Agent, in.RunOptions),
 		Messages:    respondMessages(in, contextLimit(in.RunOptions)),
@@ -104,11 +106,24 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 func (a *Activities) complete(ctx context.Context, pub *publisher, source models.Source, purpose string, req llm.Request) (*llm.Response, error) {
 	stop := a.heartbeat(ctx)
 	defer stop()
+	if pub.attempt > 1 && pub.calls == 0 {
+		// The previous attempt's partial output is void: clients drop this
+		// agent's text from it.
+		pub.emit(pub.event(source, models.CategoryLLM, models.ActionRetry, map[string]any{"previous_attempt": pub.attempt - 1}))
+	}
 	start := time.Now()
 	var firstToken time.Duration
 	resp, err := a.LLM.Stream(ctx, req, func(d llm.Delta) {
-		if firstToken == 0 {
+		first := firstToken == 0
+		if first {
 			firstToken = time.Since(start)
+		}
+		if d.Reasoning != "" {
+			pub.delta(source, models.ActionReasoning, d.Reasoning, nil, first)
+			first = false
+		}
+		if d.Content != "" {
+			pub.delta(source, models.ActionStream, d.Content, nil, first)
 		}
 	})
 	pub.calls++

@@ -55,12 +55,19 @@ func (s *fakeSink) PublishEvents(_ context.Context, _ string, b models.EventBatc
 	return nil
 }
 
-func (s *fakeSink) events() []models.Event {
+// events returns the published events of the given categories.
+func (s *fakeSink) events(categories ...string) []models.Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []models.Event
 	for _, b := range s.batches {
-		out = append(out, b.Events...)
+		for _, e := range b.Events {
+			for _, c := range categories {
+				if e.Event.Category == c {
+					out = append(out, e)
+				}
+			}
+		}
 	}
 	return out
 }
@@ -139,7 +146,13 @@ func TestDecideCorrectsAnInvalidChoice(t *testing.T) {
 	if fake.requests[0].JSONSchema == nil || !strings.Contains(string(fake.requests[0].JSONSchema.Schema), `"Data Analyst"`) {
 		t.Error("the decision request has no JSON schema listing the options")
 	}
-	events := sink.events()
+	// Each answer streams as its own llm.stream event, tagged with the
+	// supervisor's agent_id.
+	streams := sink.events(models.CategoryLLM)
+	if len(streams) != 2 || streams[0].Data["content"] != `{"action":"dispatch","target":"ghost"}` || streams[1].Data["agent_id"] != "ts" || streams[1].Data["attempt"] != int32(1) {
+		t.Errorf("llm events = %+v", streams)
+	}
+	events := sink.events(models.CategoryDispatch, models.CategorySystem)
 	if len(events) != 1 || events[0].Event.String() != "dispatch.worker" || events[0].Data["worker_agent_id"] != "w-a" || events[0].Data["instruction"] != "analyse" {
 		t.Errorf("events = %+v", events)
 	}
@@ -164,7 +177,10 @@ func TestDecideFallsBackWithAWarning(t *testing.T) {
 	if len(fake.requests) != maxCorrections+1 {
 		t.Errorf("asked %d times, want %d", len(fake.requests), maxCorrections+1)
 	}
-	events := sink.events()
+	if streams := sink.events(models.CategoryLLM); len(streams) != maxCorrections+1 {
+		t.Errorf("want one llm.stream event per answer, got %+v", streams)
+	}
+	events := sink.events(models.CategoryDispatch, models.CategorySystem)
 	if len(events) != 2 || events[0].Event.String() != "system.warning" || events[1].Event.String() != "dispatch.worker" {
 		t.Errorf("events = %+v", events)
 	}

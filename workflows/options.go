@@ -25,6 +25,9 @@ const (
 	DefaultMaxAttempts      = 5
 	DefaultRetryInitial     = time.Second
 	DefaultRetryMax         = 30 * time.Second
+	// DefaultContinueAsNewAfter keeps a run's history far below Temporal's
+	// limits (51,200 events, 10,000 signals per execution).
+	DefaultContinueAsNewAfter = 10000
 )
 
 // WithDefaults fills zero RunOptions fields.
@@ -43,6 +46,9 @@ func WithDefaults(o models.RunOptions) models.RunOptions {
 	}
 	if o.RetryMax <= 0 {
 		o.RetryMax = DefaultRetryMax
+	}
+	if o.ContinueAsNewAfter <= 0 {
+		o.ContinueAsNewAfter = DefaultContinueAsNewAfter
 	}
 	return o
 }

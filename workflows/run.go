@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -11,46 +12,54 @@ import (
 	"github.com/op-stack/executor/models"
 )
 
-// RunState is a run's whole state. It is serializable so that it can be
-// carried across continue-as-new.
-type RunState struct {
-	Input          models.RunInput     `json:"input"`
-	Status         string              `json:"status"`
-	Iteration      int                 `json:"iteration"`
-	Teams          []models.TeamOutput `json:"teams"`
-	CompletedTeams []string            `json:"completed_teams"`
-	CurrentTeam    string              `json:"current_team"`
-	CurrentWorker  string              `json:"current_worker"`
-	ActiveAgentID  string              `json:"active_agent_id"`
-	Warnings       []string            `json:"warnings"`
-	Usage          models.Usage        `json:"usage"`
-	Log            EventLog            `json:"log"`
-}
+// Event log tuning: the workflow persists its events in batches of
+// persistBatch (and at every safe point), and keeps the newest keepEvents
+// persisted events for queries; older ones are read from the database.
+const (
+	persistBatch = 100
+	keepEvents   = 500
+)
 
 type runWorkflow struct {
-	state *RunState
-	hier  *models.Hierarchy
+	in      models.RunInput
+	state   *models.RunState
+	hier    *models.Hierarchy
+	signals workflow.ReceiveChannel
+	// persistUpTo asks the persister to store every event up to it.
+	persistUpTo int64
 }
 
 // RunWorkflow runs a hierarchy on a task: the global supervisor picks a
 // team and an instruction, the team's turn runs as a child TeamWorkflow,
 // and so on until the global supervisor finishes (or reaches its iteration
-// limit) and writes the final answer.
+// limit) and writes the final answer. Its state, including the event log
+// that activities fill through signals, is one struct; when the history
+// grows long the workflow continues as new between team turns, carrying
+// that struct.
 func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, error) {
 	in.Options = WithDefaults(in.Options)
-	w := &runWorkflow{state: &RunState{Input: in, Status: models.RunPending}}
-	w.hier = &w.state.Input.Hierarchy
+	state := in.State
+	if state == nil {
+		state = &models.RunState{Status: models.RunPending}
+	}
+	in.State = nil
+	w := &runWorkflow{in: in, state: state}
+	w.hier = &w.in.Hierarchy
 	if err := w.setup(ctx); err != nil {
 		return nil, err
 	}
 	result, err := w.run(ctx)
 	if err != nil {
+		if workflow.IsContinueAsNewError(err) {
+			return nil, err
+		}
 		return nil, w.fail(ctx, err)
 	}
 	return result, nil
 }
 
-// setup registers the queries and starts receiving event signals.
+// setup registers the queries, starts receiving event signals and starts
+// the persister.
 func (w *runWorkflow) setup(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, models.QueryProgress, func() (models.Progress, error) {
 		return w.progress(), nil
@@ -62,28 +71,85 @@ func (w *runWorkflow) setup(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
-	// Events keep arriving while the run is cancelled and cleans up, so the
-	// receiver runs on a context that cancellation does not close.
-	recvCtx, _ := workflow.NewDisconnectedContext(ctx)
-	ch := workflow.GetSignalChannel(ctx, models.SignalEvents)
-	workflow.Go(recvCtx, func(ctx workflow.Context) {
+	// Events keep arriving, and must be stored, while the run is cancelled
+	// and cleans up: both loops run on a context cancellation does not close.
+	bg, _ := workflow.NewDisconnectedContext(ctx)
+	w.signals = workflow.GetSignalChannel(ctx, models.SignalEvents)
+	workflow.Go(bg, func(ctx workflow.Context) {
 		for {
 			var batch models.EventBatch
-			ch.Receive(ctx, &batch)
+			w.signals.Receive(ctx, &batch)
 			w.applyBatch(batch)
 		}
 	})
+	workflow.Go(bg, w.persistLoop)
 	return nil
+}
+
+// persistLoop stores the log's events in the database, in batches, through
+// a local activity (one marker in the history per batch, no task queue
+// round trip). Writes are idempotent on (run_id, sequence).
+func (w *runWorkflow) persistLoop(ctx workflow.Context) {
+	log := &w.state.Log
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
+	})
+	for {
+		_ = workflow.Await(ctx, func() bool {
+			pending := log.LastSequence - log.Persisted
+			return pending >= persistBatch || (pending > 0 && w.persistUpTo > log.Persisted)
+		})
+		events := log.Unpersisted()
+		if len(events) == 0 {
+			continue
+		}
+		if err := workflow.ExecuteLocalActivity(lctx, a.PersistEvents, models.PersistEventsInput{Events: events}).Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Error("persist events", "run_id", w.in.RunID, "error", err)
+			_ = workflow.Sleep(ctx, time.Second)
+			continue
+		}
+		log.MarkPersisted(events[len(events)-1].Sequence, keepEvents)
+	}
+}
+
+// persistAll waits until every event appended so far is stored.
+func (w *runWorkflow) persistAll(ctx workflow.Context) {
+	w.persistUpTo = w.state.Log.LastSequence
+	_ = workflow.Await(ctx, func() bool { return w.state.Log.Persisted >= w.persistUpTo })
+}
+
+// continueAsNewIfLong continues the run as a new execution when its history
+// has grown long. It is called only at safe points: no activity or child
+// workflow in flight. Every signal delivered so far is applied first and
+// the log is stored, so nothing is lost; activities signal by workflow ID,
+// so their next batches reach the new execution.
+func (w *runWorkflow) continueAsNewIfLong(ctx workflow.Context) error {
+	info := workflow.GetInfo(ctx)
+	if info.GetCurrentHistoryLength() < w.in.Options.ContinueAsNewAfter && !info.GetContinueAsNewSuggested() {
+		return nil
+	}
+	w.persistAll(ctx)
+	w.drainSignals()
+	// The carried state must stay small (it is the next execution's
+	// input): stored events stay behind, queries read them from the database.
+	w.state.Log.MarkPersisted(w.state.Log.Persisted, 0)
+	w.state.Generation++
+	next := w.in
+	next.State = w.state
+	return workflow.NewContinueAsNewError(ctx, RunWorkflow, next)
 }
 
 func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 	s := w.state
 	gs := models.GlobalSupervisorSource(w.hier)
-	s.Status = models.RunRunning
-	w.emit(ctx, gs, models.CategoryLifecycle, models.ActionStarted, map[string]any{"task": s.Input.Task, "hierarchy_id": w.hier.ID})
-	w.emit(ctx, systemSource(), models.CategorySystem, models.ActionTopology, topology(w.hier))
-	if err := w.setStatus(ctx, models.RunStatusUpdate{RunID: s.Input.RunID, Status: models.RunRunning}); err != nil {
-		return nil, err
+	if s.Status == models.RunPending {
+		s.Status = models.RunRunning
+		w.emit(ctx, gs, models.CategoryLifecycle, models.ActionStarted, map[string]any{"task": w.in.Task, "hierarchy_id": w.hier.ID})
+		w.emit(ctx, systemSource(), models.CategorySystem, models.ActionTopology, topology(w.hier))
+		if err := w.setStatus(ctx, models.RunStatusUpdate{RunID: w.in.RunID, Status: models.RunRunning}); err != nil {
+			return nil, err
+		}
 	}
 
 	options := make([]models.Option, 0, len(w.hier.Teams))
@@ -92,21 +158,24 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 	}
 	finished := false
 	for s.Iteration < w.hier.MaxIterations {
+		if err := w.continueAsNewIfLong(ctx); err != nil {
+			return nil, err
+		}
 		s.Iteration++
 		s.CurrentTeam, s.CurrentWorker, s.ActiveAgentID = "", "", gs.AgentID
 		var d models.Decision
-		dctx := llmContext(ctx, s.Input.Options, agentSummary("", w.hier.GlobalSupervisor, s.Input.Options))
+		dctx := llmContext(ctx, w.in.Options, agentSummary("", w.hier.GlobalSupervisor, w.in.Options))
 		err := workflow.ExecuteActivity(dctx, a.Decide, models.DecideInput{
-			RunID:       s.Input.RunID,
+			RunID:       w.in.RunID,
 			Supervisor:  w.hier.GlobalSupervisor,
 			Source:      gs,
-			Task:        s.Input.Task,
+			Task:        w.in.Task,
 			Options:     options,
 			Completed:   s.CompletedTeams,
 			Context:     teamContext(s.Teams),
 			AllowFinish: len(s.Teams) > 0,
 			Iteration:   s.Iteration,
-			RunOptions:  s.Input.Options,
+			RunOptions:  w.in.Options,
 		}).Get(ctx, &d)
 		if err != nil {
 			return nil, err
@@ -144,27 +213,30 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 
 	s.ActiveAgentID = gs.AgentID
 	var final models.RespondResult
-	fctx := llmContext(ctx, s.Input.Options, agentSummary("", w.hier.GlobalSupervisor, s.Input.Options)+" · final answer")
+	fctx := llmContext(ctx, w.in.Options, agentSummary("", w.hier.GlobalSupervisor, w.in.Options)+" · final answer")
 	if err := workflow.ExecuteActivity(fctx, a.Respond, models.RespondInput{
-		RunID:       s.Input.RunID,
+		RunID:       w.in.RunID,
 		Purpose:     models.PurposeFinalAnswer,
 		Agent:       w.hier.GlobalSupervisor,
 		Source:      gs,
-		Task:        s.Input.Task,
-		Instruction: s.Input.Task,
+		Task:        w.in.Task,
+		Instruction: w.in.Task,
 		Context:     teamContext(s.Teams),
-		RunOptions:  s.Input.Options,
+		RunOptions:  w.in.Options,
 	}).Get(ctx, &final); err != nil {
 		return nil, err
 	}
 	s.Usage = s.Usage.Add(final.Usage)
 	s.ActiveAgentID = ""
 	result := &models.RunResult{FinalAnswer: final.Output, Teams: s.Teams, Warnings: s.Warnings, Usage: s.Usage}
-	if err := w.setStatus(ctx, models.RunStatusUpdate{RunID: s.Input.RunID, Status: models.RunCompleted, Result: result}); err != nil {
-		return nil, err
-	}
+	// The terminal event is stored before the terminal status: a client
+	// that sees the run finished in the database finds all its events there.
 	s.Status = models.RunCompleted
 	w.emit(ctx, gs, models.CategoryLifecycle, models.ActionCompleted, map[string]any{"final_answer": final.Output, "usage": s.Usage})
+	w.persistAll(ctx)
+	if err := w.setStatus(ctx, models.RunStatusUpdate{RunID: w.in.RunID, Status: models.RunCompleted, Result: result}); err != nil {
+		return nil, err
+	}
 	return result, nil
 }
 
@@ -174,19 +246,19 @@ func (w *runWorkflow) runTeam(ctx workflow.Context, team *models.Team, instructi
 	turn := len(s.Teams) + 1
 	s.CurrentTeam, s.ActiveAgentID = team.Name, team.Supervisor.AgentID
 	in := models.TeamInput{
-		RunID:         s.Input.RunID,
+		RunID:         w.in.RunID,
 		Turn:          turn,
-		Task:          s.Input.Task,
+		Task:          w.in.Task,
 		Team:          *team,
 		Instruction:   instruction,
 		MaxIterations: w.hier.MaxIterations,
-		Options:       s.Input.Options,
+		Options:       w.in.Options,
 	}
 	if w.hier.EnableContextSharing {
 		in.PriorTeams = s.Teams
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:          models.TeamWorkflowID(s.Input.RunID, turn),
+		WorkflowID:          models.TeamWorkflowID(w.in.RunID, turn),
 		StaticSummary:       fmt.Sprintf("%s · turn %d", team.Name, turn),
 		StaticDetails:       instruction,
 		WaitForCancellation: true,
@@ -212,15 +284,17 @@ func (w *runWorkflow) fail(ctx workflow.Context, cause error) error {
 	partial := &models.RunResult{Teams: s.Teams, Warnings: s.Warnings, Usage: s.Usage}
 	if temporal.IsCanceledError(cause) || errors.Is(ctx.Err(), workflow.ErrCanceled) {
 		s.Status = models.RunCancelled
-		_ = w.setStatus(dctx, models.RunStatusUpdate{RunID: s.Input.RunID, Status: models.RunCancelled, Result: partial, Error: "cancelled"})
 		w.emit(dctx, gs, models.CategoryLifecycle, models.ActionCancelled, map[string]any{"reason": "cancelled"})
+		w.persistAll(dctx)
+		_ = w.setStatus(dctx, models.RunStatusUpdate{RunID: w.in.RunID, Status: models.RunCancelled, Result: partial, Error: "cancelled"})
 		return cause
 	}
 	msg := failureMessage(cause)
 	s.Status = models.RunFailed
-	_ = w.setStatus(dctx, models.RunStatusUpdate{RunID: s.Input.RunID, Status: models.RunFailed, Result: partial, Error: msg})
 	w.emit(dctx, systemSource(), models.CategorySystem, models.ActionError, map[string]any{"message": msg})
 	w.emit(dctx, gs, models.CategoryLifecycle, models.ActionFailed, map[string]any{"error": msg})
+	w.persistAll(dctx)
+	_ = w.setStatus(dctx, models.RunStatusUpdate{RunID: w.in.RunID, Status: models.RunFailed, Result: partial, Error: msg})
 	return cause
 }
 
@@ -233,15 +307,30 @@ func (w *runWorkflow) warn(ctx workflow.Context, source models.Source, msg strin
 	w.emit(ctx, source, models.CategorySystem, models.ActionWarning, map[string]any{"message": msg})
 }
 
-// emit appends an event the workflow itself produces.
+// emit appends an event the workflow itself produces. Signals delivered in
+// the same workflow task come first: an activity's events, signalled before
+// it completed, must precede what the workflow does after its completion,
+// whichever coroutine the SDK happens to run first.
 func (w *runWorkflow) emit(ctx workflow.Context, source models.Source, category, action string, data map[string]any) {
+	w.drainSignals()
 	w.state.Log.Append(models.Event{
-		RunID:     w.state.Input.RunID,
+		RunID:     w.in.RunID,
 		Timestamp: models.FormatTimestamp(workflow.Now(ctx)),
 		Source:    source,
 		Event:     models.EventKind{Category: category, Action: action},
 		Data:      data,
 	})
+}
+
+// drainSignals applies every event batch already delivered.
+func (w *runWorkflow) drainSignals() {
+	for {
+		var batch models.EventBatch
+		if !w.signals.ReceiveAsync(&batch) {
+			return
+		}
+		w.applyBatch(batch)
+	}
 }
 
 // applyBatch appends an activity's events, once per batch, and follows
@@ -314,7 +403,7 @@ func teamDescription(t models.Team) string {
 func teamContext(teams []models.TeamOutput) []models.ContextItem {
 	items := make([]models.ContextItem, 0, len(teams))
 	for _, t := range teams {
-		items = append(items, models.ContextItem{From: "team " + t.TeamName, Content: t.Summary})
+		items = append(items, models.ContextItem{From: "team " + t.TeamName, Content: t.Summary()})
 	}
 	return items
 }

@@ -53,6 +53,7 @@ type fakeActivities struct {
 	responds  []models.RespondInput
 	statuses  []models.RunStatusUpdate
 	signals   []models.EventBatch
+	persisted []models.Event
 	respond   func(ctx context.Context, in models.RespondInput) (*models.RespondResult, error)
 }
 
@@ -88,6 +89,13 @@ func (f *fakeActivities) setStatus(_ context.Context, u models.RunStatusUpdate) 
 	return nil
 }
 
+func (f *fakeActivities) persist(_ context.Context, in models.PersistEventsInput) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.persisted = append(f.persisted, in.Events...)
+	return nil
+}
+
 func (f *fakeActivities) lastStatus() models.RunStatusUpdate {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -110,6 +118,7 @@ func newEnv(t *testing.T, f *fakeActivities) *testsuite.TestWorkflowEnvironment 
 	env.OnActivity(a.Decide, mock.Anything, mock.Anything).Return(f.decide)
 	env.OnActivity(a.Respond, mock.Anything, mock.Anything).Return(f.doRespond)
 	env.OnActivity(a.SetRunStatus, mock.Anything, mock.Anything).Return(f.setStatus)
+	env.OnActivity(a.PersistEvents, mock.Anything, mock.Anything).Return(f.persist)
 	// A team turn signals its warnings to the run's workflow.
 	env.OnSignalExternalWorkflow(mock.Anything, models.RunWorkflowID("run-1"), "", models.SignalEvents, mock.Anything).Return(
 		func(_, _, _, _ string, arg any) error {
@@ -339,5 +348,49 @@ func TestCancellation(t *testing.T) {
 	}
 	if f.lastStatus().Status != models.RunCancelled {
 		t.Errorf("status = %+v", f.lastStatus())
+	}
+}
+
+// TestEventLog checks the run's log: activity batches are applied once
+// (a re-sent batch is ignored), sequences run from 1 without gaps, and
+// everything, the terminal event included, is persisted before the
+// terminal status is written.
+func TestEventLog(t *testing.T) {
+	f := &fakeActivities{decisions: map[string][]models.Decision{"gs": {dispatch("writing", "go")}, "ts-w": {dispatch("writer", "go")}}}
+	env := newEnv(t, f)
+	batch := models.EventBatch{Producer: "p", Seq: 1, Events: []models.Event{{RunID: "run-1", Event: models.EventKind{Category: "llm", Action: "stream"}, Data: map[string]any{"content": "hi"}}}}
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(models.SignalEvents, batch) }, time.Millisecond)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(models.SignalEvents, batch) }, 2*time.Millisecond)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(testHierarchy()))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for i, e := range f.persisted {
+		if e.Sequence != int64(i+1) {
+			t.Fatalf("persisted event %d has sequence %d", i, e.Sequence)
+		}
+		kinds = append(kinds, e.Event.String())
+	}
+	// The signalled batch lands once, wherever it interleaves.
+	got := strings.Join(kinds, " ")
+	if len(kinds) != 5 || !strings.HasPrefix(got, "lifecycle.started system.topology ") || !strings.HasSuffix(got, " lifecycle.completed") ||
+		strings.Count(got, "llm.stream") != 1 || strings.Count(got, "dispatch.team") != 1 {
+		t.Errorf("log = %s", got)
+	}
+	if last := f.lastStatus(); last.Status != models.RunCompleted {
+		t.Errorf("status = %+v", last)
+	}
+	// The query answers from the log.
+	val, err := env.QueryWorkflow(models.QueryEvents, models.EventQuery{After: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page models.EventPage
+	if err := val.Get(&page); err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) != 2 || page.Events[0].Sequence != 4 || !page.Terminal || page.LastSequence != 5 {
+		t.Errorf("page after 3 = %+v", page)
 	}
 }

@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"strings"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -106,7 +105,7 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 	return &models.TeamResult{
 		Output: models.TeamOutput{
 			Turn: in.Turn, TeamName: team.Name, Instruction: in.Instruction,
-			Workers: s.Outputs, Summary: summarize(s.Outputs),
+			Workers: s.Outputs,
 		},
 		Warnings:        s.Warnings,
 		SupervisorUsage: s.Usage,
@@ -169,16 +168,4 @@ func workerContext(outputs []models.WorkerOutput) []models.ContextItem {
 		items = append(items, models.ContextItem{From: "worker " + o.Name, Content: o.Output})
 	}
 	return items
-}
-
-// summarize joins a turn's outputs for the prompts of later agents.
-func summarize(outputs []models.WorkerOutput) string {
-	var b strings.Builder
-	for i, o := range outputs {
-		if i > 0 {
-			b.WriteString("\n\n")
-		}
-		fmt.Fprintf(&b, "%s: %s", o.Name, o.Output)
-	}
-	return b.String()
 }
