@@ -21,6 +21,11 @@ type Options struct {
 	MaxBodyBytes int64
 	// Runs starts and controls runs; nil serves the hierarchy API only.
 	Runs *Runs
+	// Stream tunes the event streams (runs/stream); zero fields take defaults.
+	Stream StreamOptions
+	// EventQuerier reads live runs' events from their workflows; nil uses
+	// Runs.Temporal. Tests set a fake here.
+	EventQuerier EventQuerier
 }
 
 // Server serves the HTTP API.
@@ -30,6 +35,7 @@ type Server struct {
 	log          *slog.Logger
 	maxBodyBytes int64
 	router       *gin.Engine
+	streams      *hub
 }
 
 // ExecutorPrefix is the path prefix of contract 002's endpoints.
@@ -48,6 +54,7 @@ func NewServer(opts Options) *Server {
 	if s.maxBodyBytes <= 0 {
 		s.maxBodyBytes = 1 << 20
 	}
+	s.streams = newHub(opts, s.log)
 	r := s.router
 	r.HandleMethodNotAllowed = true
 	r.Use(s.recoverPanics, s.logRequests, s.limitBody)
@@ -74,6 +81,9 @@ func NewServer(opts Options) *Server {
 	runs.POST("/get", s.getRun)
 	runs.POST("/list", s.listRuns)
 	runs.POST("/cancel", s.cancelRun)
+	runs.POST("/events", s.listEvents)
+	runs.POST("/stream", s.streamRunPOST)
+	runs.GET("/:id/stream", s.streamRunGET)
 	return s
 }
 

@@ -1,0 +1,525 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/store"
+)
+
+// EventQuerier reads a live run's events from its workflow: the page the
+// workflow's events query (models.QueryEvents) answers for q.
+type EventQuerier interface {
+	QueryEvents(ctx context.Context, workflowID string, q models.EventQuery) (models.EventPage, error)
+}
+
+// temporalQuerier is the EventQuerier of a real deployment.
+type temporalQuerier struct{ c client.Client }
+
+func (q temporalQuerier) QueryEvents(ctx context.Context, workflowID string, eq models.EventQuery) (models.EventPage, error) {
+	var page models.EventPage
+	resp, err := q.c.QueryWorkflow(ctx, workflowID, "", models.QueryEvents, eq)
+	if err != nil {
+		return page, err
+	}
+	return page, resp.Get(&page)
+}
+
+// StreamOptions tune the event streams. Zero fields take the defaults.
+type StreamOptions struct {
+	// PollInterval is how often a live run's poller queries its workflow
+	// while events are flowing (default 50ms).
+	PollInterval time.Duration
+	// IdlePollInterval is the longest interval the poller backs off to
+	// while the run is quiet (default 500ms).
+	IdlePollInterval time.Duration
+	// QuietAfter is how long a run must send nothing before its poller
+	// backs off (default 1s): streaming activities signal every flush
+	// interval, so shorter gaps are part of a live answer.
+	QuietAfter time.Duration
+	// KeepAlive is the interval of the keep-alive comment on an idle stream
+	// (default 15s), so proxies do not close a quiet connection.
+	KeepAlive time.Duration
+	// BufferEvents bounds the events of a run held in memory (default
+	// 10000); a subscriber further behind reads the database.
+	BufferEvents int
+}
+
+func (o StreamOptions) withDefaults() StreamOptions {
+	if o.PollInterval <= 0 {
+		o.PollInterval = 50 * time.Millisecond
+	}
+	if o.QuietAfter <= 0 {
+		o.QuietAfter = time.Second
+	}
+	if o.IdlePollInterval <= 0 {
+		o.IdlePollInterval = 500 * time.Millisecond
+	}
+	if o.IdlePollInterval < o.PollInterval {
+		o.IdlePollInterval = o.PollInterval
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = 15 * time.Second
+	}
+	if o.BufferEvents <= 0 {
+		o.BufferEvents = 10000
+	}
+	return o
+}
+
+// StreamStats counts the event streams' work, for tests and benchmarks.
+type StreamStats struct {
+	// Queries is the number of workflow event queries made for streams
+	// since the server was built.
+	Queries int64
+	// Pollers is the number of pollers running now: at most one per live
+	// run that has subscribers.
+	Pollers int64
+	// Subscribers is the number of event streams open now.
+	Subscribers int64
+}
+
+// StreamStats returns the event streams' counters.
+func (s *Server) StreamStats() StreamStats {
+	h := s.streams
+	return StreamStats{Queries: h.queries.Load(), Pollers: h.pollers.Load(), Subscribers: h.subscribers.Load()}
+}
+
+const (
+	// queryPageBytes keeps a query answer well under Temporal's payload
+	// limits.
+	queryPageBytes = 512 << 10
+	// storePageSize is the page size of event reads from the database.
+	storePageSize = 500
+	// streamQueryTimeout bounds one workflow query; a run whose worker is
+	// down answers only at the deadline.
+	streamQueryTimeout = 10 * time.Second
+	// maxErrorBackoff is the longest wait between failed queries.
+	maxErrorBackoff = 2 * time.Second
+	// statusCheckInterval is how often a poller that gets nothing from the
+	// workflow looks at the run's stored status, so a run whose workflow can
+	// no longer tell (terminated, history gone) still ends its streams.
+	statusCheckInterval = 2 * time.Second
+)
+
+// hub shares one poller per live run among all of the run's subscribers in
+// this process, and tracks the open streams for CloseStreams.
+type hub struct {
+	store   *store.Store
+	querier EventQuerier
+	opts    StreamOptions
+	log     *slog.Logger
+
+	queries     atomic.Int64
+	pollers     atomic.Int64
+	subscribers atomic.Int64
+
+	mu      sync.Mutex
+	feeds   map[string]*feed
+	conns   map[*sseConn]struct{}
+	closed  bool
+	closing chan struct{} // closed by CloseStreams
+}
+
+func newHub(opts Options, log *slog.Logger) *hub {
+	h := &hub{
+		store: opts.Store, querier: opts.EventQuerier, opts: opts.Stream.withDefaults(), log: log,
+		feeds: map[string]*feed{}, conns: map[*sseConn]struct{}{}, closing: make(chan struct{}),
+	}
+	if h.querier == nil && opts.Runs != nil && opts.Runs.Temporal != nil {
+		h.querier = temporalQuerier{opts.Runs.Temporal}
+	}
+	return h
+}
+
+// grace is how long a poller outlives its last subscriber, so a client
+// that reconnects at once finds it still running.
+func (h *hub) grace() time.Duration { return 2 * h.opts.IdlePollInterval }
+
+func (h *hub) query(ctx context.Context, workflowID string, after int64) (models.EventPage, error) {
+	h.queries.Add(1)
+	ctx, cancel := context.WithTimeout(ctx, streamQueryTimeout)
+	defer cancel()
+	return h.querier.QueryEvents(ctx, workflowID, models.EventQuery{After: after, MaxBytes: queryPageBytes})
+}
+
+// acquire subscribes to the run's feed, starting its poller at the
+// subscriber's resume point if the run has none in this process yet.
+func (h *hub) acquire(runID, workflowID string, cursor int64) *feed {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f := h.feeds[runID]
+	if f == nil {
+		// The poller starts one event early: if the subscriber's last event
+		// was the run's terminal one, the feed learns that the run has ended.
+		start := max(cursor-1, 0)
+		ctx, cancel := context.WithCancel(context.Background())
+		f = &feed{hub: h, runID: runID, workflowID: workflowID, stop: cancel, first: start + 1, last: start, changed: make(chan struct{})}
+		h.feeds[runID] = f
+		h.pollers.Add(1)
+		go f.poll(ctx)
+	}
+	if f.grace != nil {
+		f.grace.Stop()
+		f.grace = nil
+	}
+	f.refs++
+	return f
+}
+
+// release unsubscribes from a feed. The last subscriber's leaving stops
+// the poller at once if the run has ended (or the server is closing), else
+// after the grace period.
+func (h *hub) release(f *feed) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f.refs--
+	if f.refs > 0 {
+		return
+	}
+	if h.closed || f.isEnded() {
+		h.drop(f)
+		return
+	}
+	f.grace = time.AfterFunc(h.grace(), func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if f.refs == 0 {
+			h.drop(f)
+		}
+	})
+}
+
+// drop removes a feed so that a later subscriber starts a new poller.
+// h.mu must be held.
+func (h *hub) drop(f *feed) {
+	if h.feeds[f.runID] == f {
+		delete(h.feeds, f.runID)
+	}
+	f.stop()
+}
+
+// frame is one event encoded once as an SSE message, shared by every
+// subscriber.
+type frame struct {
+	seq      int64
+	terminal bool // a lifecycle.completed, lifecycle.failed or lifecycle.cancelled event
+	msg      []byte
+}
+
+func encodeFrame(e models.Event) (frame, error) {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return frame{}, fmt.Errorf("encode event %d: %w", e.Sequence, err)
+	}
+	var b bytes.Buffer
+	b.Grow(len(data) + 64)
+	b.WriteString("id: ")
+	b.WriteString(strconv.FormatInt(e.Sequence, 10))
+	b.WriteString("\nevent: ")
+	// A line break in the name would end the field early and corrupt the
+	// stream; names come from the workflow, so this is only a guard.
+	b.WriteString(lineBreaks.Replace(e.Event.String()))
+	b.WriteString("\ndata: ")
+	b.Write(data) // json.Marshal output holds no raw line breaks
+	b.WriteString("\n\n")
+	return frame{seq: e.Sequence, terminal: isTerminalEvent(e.Event), msg: b.Bytes()}, nil
+}
+
+var lineBreaks = strings.NewReplacer("\r", "", "\n", "")
+
+func isTerminalEvent(k models.EventKind) bool {
+	return k.Category == models.CategoryLifecycle &&
+		(k.Action == models.ActionCompleted || k.Action == models.ActionFailed || k.Action == models.ActionCancelled)
+}
+
+// feed is the in-memory tail of one live run's event log, filled by one
+// poller goroutine and read by any number of subscribers, each at its own
+// pace with its own cursor. The poller never waits for a subscriber:
+// appending only takes the lock briefly and wakes the waiting subscribers
+// by closing the changed channel.
+type feed struct {
+	hub        *hub
+	runID      string
+	workflowID string
+	stop       context.CancelFunc
+
+	// Guarded by hub.mu.
+	refs  int
+	grace *time.Timer
+
+	mu      sync.Mutex
+	frames  []frame       // contiguous: frames[i].seq == first+i; never modified in place
+	first   int64         // sequence of frames[0]; last+1 when frames is empty
+	last    int64         // the newest sequence the poller has
+	ended   bool          // last is the run's final event
+	changed chan struct{} // closed and replaced whenever frames or ended change
+}
+
+// read returns what a subscriber at cursor can send now. behind > 0 means
+// the events (cursor, behind] are older than what the feed holds and must
+// be read elsewhere first. done means the run has ended and the subscriber
+// has everything. Otherwise, with nothing to send, the subscriber waits on
+// changed.
+func (f *feed) read(cursor int64) (frames []frame, behind int64, done bool, changed <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case cursor+1 < f.first:
+		return nil, f.first - 1, false, f.changed
+	case cursor < f.last:
+		// A full slice expression: the subscriber can never write into the
+		// feed's array.
+		return f.frames[cursor+1-f.first : len(f.frames) : len(f.frames)], 0, false, f.changed
+	}
+	return nil, 0, f.ended && cursor >= f.last, f.changed
+}
+
+func (f *feed) lastSeq() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last
+}
+
+func (f *feed) isEnded() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ended
+}
+
+// append adds the events that continue the feed's log, skipping those it
+// has. terminal says the run ends at lastSeq (a terminal page). An event
+// that would leave a gap stops the append with an error.
+func (f *feed) append(events []models.Event, terminal bool, lastSeq int64) (int, error) {
+	frames := make([]frame, 0, len(events))
+	for _, e := range events {
+		fr, err := encodeFrame(e)
+		if err != nil {
+			return 0, err
+		}
+		frames = append(frames, fr)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, wasEnded := 0, f.ended
+	var gap error
+	for _, fr := range frames {
+		if f.ended {
+			break
+		}
+		if fr.seq <= f.last {
+			continue
+		}
+		if fr.seq != f.last+1 {
+			gap = fmt.Errorf("run %s: got event %d after %d", f.runID, fr.seq, f.last)
+			break
+		}
+		f.frames = append(f.frames, fr)
+		f.last = fr.seq
+		n++
+		if fr.terminal {
+			f.ended = true
+		}
+	}
+	if terminal && gap == nil && f.last == lastSeq {
+		f.ended = true
+	}
+	if limit := f.hub.opts.BufferEvents; len(f.frames) > limit {
+		// Trim to three quarters in one copy, so trimming costs O(1) per
+		// event and the dropped events' memory is released.
+		keep := limit - limit/4
+		f.frames = append(make([]frame, 0, limit+1), f.frames[len(f.frames)-keep:]...)
+	}
+	if len(f.frames) > 0 {
+		f.first = f.frames[0].seq
+	} else {
+		f.first = f.last + 1
+	}
+	if n > 0 || f.ended != wasEnded {
+		close(f.changed)
+		f.changed = make(chan struct{})
+	}
+	return n, gap
+}
+
+// rewind moves an empty feed back to the run's real end: its first
+// subscriber resumed past it (a stale or foreign Last-Event-ID).
+func (f *feed) rewind(last int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.frames) == 0 && last < f.last {
+		f.last, f.first = last, last+1
+	}
+}
+
+func (f *feed) markEnded() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.ended {
+		f.ended = true
+		close(f.changed)
+		f.changed = make(chan struct{})
+	}
+}
+
+// poll is the feed's poller: it queries the workflow every PollInterval
+// while events flow, doubles the interval up to IdlePollInterval once the
+// run has been quiet for QuietAfter, pages through More at once, and
+// retries errors with backoff. It returns once the run's end is in the
+// feed or ctx is done.
+func (f *feed) poll(ctx context.Context) {
+	h := f.hub
+	defer h.pollers.Add(-1)
+	interval, failures := h.opts.PollInterval, 0
+	lastCheck, lastProgress := time.Now(), time.Now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		more, progressed, err := f.pollOnce(ctx)
+		if f.isEnded() || ctx.Err() != nil {
+			return
+		}
+		var delay time.Duration
+		switch {
+		case err != nil:
+			failures++
+			delay = min(h.opts.PollInterval<<min(failures, 16), max(maxErrorBackoff, h.opts.IdlePollInterval))
+			level := slog.LevelDebug
+			if failures%20 == 0 {
+				level = slog.LevelWarn
+			}
+			h.log.Log(ctx, level, "event stream poll", "run_id", f.runID, "failures", failures, "error", err)
+		case more && progressed:
+			failures, interval, delay = 0, h.opts.PollInterval, 0
+			lastProgress = time.Now()
+		case progressed:
+			failures, interval = 0, h.opts.PollInterval
+			delay = interval
+			lastProgress = time.Now()
+		case time.Since(lastProgress) < h.opts.QuietAfter:
+			failures, delay = 0, interval
+		default:
+			failures = 0
+			interval = min(2*interval, h.opts.IdlePollInterval)
+			delay = interval
+		}
+		if !progressed && time.Since(lastCheck) >= statusCheckInterval {
+			lastCheck = time.Now()
+			if f.finishFromStore(ctx) {
+				return
+			}
+		}
+		timer.Reset(delay)
+	}
+}
+
+// pollOnce makes one query and adds what it brings, filling from the
+// database the events the workflow no longer holds.
+func (f *feed) pollOnce(ctx context.Context) (more, progressed bool, err error) {
+	after := f.lastSeq()
+	page, err := f.hub.query(ctx, f.workflowID, after)
+	if err != nil {
+		return false, false, err
+	}
+	if page.LastSequence < after {
+		// As in acquire, one event early, to see whether it is terminal.
+		f.rewind(max(page.LastSequence-1, 0))
+		return true, false, nil
+	}
+	if after+1 < page.FirstAvailable {
+		// The workflow dropped these after storing them.
+		evs, err := f.hub.store.ListEvents(ctx, f.runID, store.EventFilter{After: after, Limit: int(min(page.FirstAvailable-1-after, 1000))})
+		if err != nil {
+			return false, false, err
+		}
+		n, err := f.append(evs, false, 0)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("run %s: events %d to %d are neither held by the workflow nor stored", f.runID, after+1, page.FirstAvailable-1)
+		}
+		return true, n > 0, err
+	}
+	n, err := f.append(page.Events, page.Terminal, page.LastSequence)
+	return page.More, n > 0, err
+}
+
+// finishFromStore ends the feed from the database if the run's stored
+// status is terminal: by then every event is stored.
+func (f *feed) finishFromStore(ctx context.Context) bool {
+	run, err := f.hub.store.GetRun(ctx, f.runID)
+	if err != nil || !models.IsTerminal(run.Status) {
+		return false
+	}
+	for {
+		evs, err := f.hub.store.ListEvents(ctx, f.runID, store.EventFilter{After: f.lastSeq(), Limit: 1000})
+		if err != nil {
+			return false
+		}
+		n, err := f.append(evs, false, 0)
+		if err != nil {
+			f.hub.log.Warn("event stream: stored events have a gap", "run_id", f.runID, "error", err)
+			break
+		}
+		if n == 0 || len(evs) < 1000 {
+			break
+		}
+	}
+	f.markEnded()
+	return true
+}
+
+// backlog reads the events (cursor, upto] for a subscriber that is behind
+// what the feed holds: from the database, or where the database does not
+// have them yet, from the workflow. It returns at least one event or an
+// error.
+func (h *hub) backlog(ctx context.Context, runID, workflowID string, cursor, upto int64) ([]frame, error) {
+	evs, err := h.store.ListEvents(ctx, runID, store.EventFilter{After: cursor, Limit: int(min(upto-cursor, storePageSize))})
+	if err != nil {
+		return nil, err
+	}
+	frames, err := contiguous(evs, cursor, upto)
+	if err != nil || len(frames) > 0 {
+		return frames, err
+	}
+	page, err := h.query(ctx, workflowID, cursor)
+	if err != nil {
+		return nil, err
+	}
+	if frames, err = contiguous(page.Events, cursor, upto); err == nil && len(frames) == 0 {
+		err = fmt.Errorf("run %s: event %d is neither stored nor held by the workflow", runID, cursor+1)
+	}
+	return frames, err
+}
+
+// contiguous encodes the events that follow cursor without a gap, up to
+// upto.
+func contiguous(evs []models.Event, cursor, upto int64) ([]frame, error) {
+	var out []frame
+	for _, e := range evs {
+		if e.Sequence != cursor+1 || e.Sequence > upto {
+			break
+		}
+		fr, err := encodeFrame(e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fr)
+		cursor = e.Sequence
+	}
+	return out, nil
+}

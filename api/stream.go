@@ -1,0 +1,375 @@
+package api
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/store"
+)
+
+const (
+	// writeStallTimeout drops a subscriber whose client has stopped reading
+	// for this long: its handler would otherwise block in a write forever.
+	// It bounds one write, never the length of a stream.
+	writeStallTimeout = time.Minute
+	// shutdownWriteGrace is how long CloseStreams lets a handler write its
+	// last message.
+	shutdownWriteGrace = time.Second
+	// backlogAttempts is how often a subscriber retries reading older
+	// events before it ends its stream (the client then resumes).
+	backlogAttempts = 5
+)
+
+// shutdownMessage tells an EventSource to reconnect after a second; it
+// resumes with Last-Event-ID, on this or another replica.
+const shutdownMessage = ": server shutting down; reconnect with Last-Event-ID\nretry: 1000\n\n"
+
+// keepAliveMessage is an SSE comment: clients ignore it, proxies see
+// traffic.
+const keepAliveMessage = ": keep-alive\n\n"
+
+type streamInput struct {
+	runIDInput
+	After *int64 `json:"after"`
+}
+
+// streamRunPOST is runs/stream (contract 002): {"id","after"}.
+func (s *Server) streamRunPOST(c *gin.Context) {
+	var in streamInput
+	if err := decodeJSON(c, &in); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	id, err := in.id()
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	// Reading the body to its end lets net/http watch the connection, so
+	// the request's context ends when the client goes away.
+	_, _ = io.Copy(io.Discard, c.Request.Body)
+	s.streamRun(c, id, in.After)
+}
+
+// streamRunGET is GET runs/:id/stream?after=N, for browsers' EventSource,
+// which can only GET and resumes by sending Last-Event-ID.
+func (s *Server) streamRunGET(c *gin.Context) {
+	id := strings.TrimSpace(c.Param("id"))
+	if id == "" {
+		s.writeError(c, models.FieldError("id", "is required"))
+		return
+	}
+	var after *int64
+	if v, present := c.GetQuery("after"); present && v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			s.writeError(c, models.FieldError("after", "must be an integer, got %q", v))
+			return
+		}
+		after = &n
+	}
+	s.streamRun(c, id, after)
+}
+
+// resumePoint is the sequence a stream continues after: Last-Event-ID
+// (what a reconnecting EventSource sends), else after, else 0.
+func resumePoint(c *gin.Context, after *int64) (int64, error) {
+	if v := strings.TrimSpace(c.GetHeader("Last-Event-ID")); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, models.FieldError("Last-Event-ID", "must be an event's sequence number, got %q", v)
+		}
+		return n, nil
+	}
+	if after == nil {
+		return 0, nil
+	}
+	if *after < 0 {
+		return 0, models.FieldError("after", "must not be negative, got %d", *after)
+	}
+	return *after, nil
+}
+
+// streamRun answers with the run's events after the resume point as
+// Server-Sent Events and returns right after the run's terminal event.
+// Errors found before the first byte are the usual JSON errors.
+func (s *Server) streamRun(c *gin.Context, id string, after *int64) {
+	cursor, err := resumePoint(c, after)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	run, err := s.store.GetRun(ctx, id)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	live := !models.IsTerminal(run.Status)
+	if live && s.streams.querier == nil {
+		s.writeError(c, models.Errorf(models.CodeUnavailable, "live runs are not streamed by this process"))
+		return
+	}
+	h := s.streams
+	conn := h.open(c)
+	defer h.closeConn(conn)
+	select {
+	case <-h.closing:
+		conn.writeShutdown()
+		return
+	default:
+	}
+	if !live {
+		// Every event of a finished run is stored: no worker is woken.
+		s.streamStored(ctx, conn, run.ID, cursor)
+		return
+	}
+	s.streamLive(ctx, conn, run, cursor)
+}
+
+// streamStored sends a finished run's events from the database.
+func (s *Server) streamStored(ctx context.Context, conn *sseConn, runID string, cursor int64) {
+	for {
+		evs, err := s.store.ListEvents(ctx, runID, store.EventFilter{After: cursor, Limit: storePageSize})
+		if err != nil {
+			s.logStreamError(ctx, runID, err)
+			return
+		}
+		frames := make([]frame, 0, len(evs))
+		for _, e := range evs {
+			fr, err := encodeFrame(e)
+			if err != nil {
+				s.logStreamError(ctx, runID, err)
+				return
+			}
+			frames = append(frames, fr)
+		}
+		var terminal bool
+		if cursor, terminal, err = conn.send(frames, cursor); err != nil || terminal || len(evs) < storePageSize {
+			return
+		}
+		select {
+		case <-s.streams.closing:
+			conn.writeShutdown()
+			return
+		default:
+		}
+	}
+}
+
+// streamLive sends a live run's events from the run's shared feed,
+// reading what the feed no longer (or not yet) holds from the database.
+func (s *Server) streamLive(ctx context.Context, conn *sseConn, run *store.Run, cursor int64) {
+	h := s.streams
+	f := h.acquire(run.ID, run.WorkflowID, cursor)
+	defer h.release(f)
+	keepAlive := time.NewTimer(h.opts.KeepAlive)
+	defer keepAlive.Stop()
+	failures := 0
+	for {
+		select {
+		case <-h.closing:
+			conn.writeShutdown()
+			return
+		case <-ctx.Done():
+			return
+		default:
+		}
+		frames, behind, done, changed := f.read(cursor)
+		if behind > 0 {
+			var err error
+			if frames, err = h.backlog(ctx, run.ID, run.WorkflowID, cursor, behind); err != nil {
+				if failures++; failures >= backlogAttempts || ctx.Err() != nil {
+					s.logStreamError(ctx, run.ID, err)
+					return
+				}
+				if !sleepCtx(ctx, time.Duration(failures)*100*time.Millisecond) {
+					return
+				}
+				continue
+			}
+			failures = 0
+		}
+		if len(frames) > 0 {
+			var (
+				terminal bool
+				err      error
+			)
+			if cursor, terminal, err = conn.send(frames, cursor); err != nil || terminal {
+				return
+			}
+			keepAlive.Reset(h.opts.KeepAlive)
+			continue
+		}
+		if done {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		case <-h.closing:
+			conn.writeShutdown()
+			return
+		case <-keepAlive.C:
+			if conn.writeRaw(keepAliveMessage) != nil {
+				return
+			}
+			keepAlive.Reset(h.opts.KeepAlive)
+		}
+	}
+}
+
+func (s *Server) logStreamError(ctx context.Context, runID string, err error) {
+	if ctx.Err() == nil {
+		s.log.WarnContext(ctx, "event stream ended early", "run_id", runID, "error", err)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// CloseStreams makes every open event stream write a final comment with a
+// retry hint and return promptly, and answers later stream requests the
+// same way, so that http.Server.Shutdown need not wait for streams that
+// would otherwise last as long as their runs. Clients then reconnect with
+// Last-Event-ID (EventSource does so by itself), to this or another
+// replica, and continue with no gap and no duplicate. Call it before
+// http.Server.Shutdown; it does not wait for the handlers to return.
+func (s *Server) CloseStreams() {
+	h := s.streams
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closed = true
+	close(h.closing)
+	conns := make([]*sseConn, 0, len(h.conns))
+	for c := range h.conns {
+		conns = append(conns, c)
+	}
+	for _, f := range h.feeds {
+		if f.refs == 0 {
+			h.drop(f)
+		}
+	}
+	h.mu.Unlock()
+	for _, c := range conns {
+		// A handler blocked writing to a client that stopped reading
+		// returns within the grace instead of the stall timeout.
+		c.shutdown()
+	}
+}
+
+// sseConn is one open event stream's response.
+type sseConn struct {
+	w  gin.ResponseWriter
+	rc *http.ResponseController
+
+	mu       sync.Mutex
+	closing  bool // CloseStreams was called: writes get a short deadline
+	finished bool // the handler has returned: the response must not be touched
+}
+
+// open starts the SSE response: headers, flushed at once so that clients
+// see the stream open before the first event.
+func (h *hub) open(c *gin.Context) *sseConn {
+	hdr := c.Writer.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("Connection", "keep-alive")
+	hdr.Set("X-Accel-Buffering", "no")
+	c.Status(http.StatusOK)
+	conn := &sseConn{w: c.Writer, rc: http.NewResponseController(c.Writer)}
+	h.subscribers.Add(1)
+	h.mu.Lock()
+	h.conns[conn] = struct{}{}
+	conn.closing = h.closed // CloseStreams ran after this request began
+	h.mu.Unlock()
+	conn.deadline()
+	c.Writer.WriteHeaderNow()
+	_ = conn.rc.Flush()
+	return conn
+}
+
+func (h *hub) closeConn(conn *sseConn) {
+	h.mu.Lock()
+	delete(h.conns, conn)
+	h.mu.Unlock()
+	conn.mu.Lock()
+	conn.finished = true
+	// The connection may serve further requests: it must not keep our
+	// deadline.
+	_ = conn.rc.SetWriteDeadline(time.Time{})
+	conn.mu.Unlock()
+	h.subscribers.Add(-1)
+}
+
+// deadline bounds the next writes: a client that stopped reading must not
+// hold its handler forever.
+func (c *sseConn) deadline() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := writeStallTimeout
+	if c.closing {
+		d = shutdownWriteGrace
+	}
+	_ = c.rc.SetWriteDeadline(time.Now().Add(d))
+}
+
+func (c *sseConn) shutdown() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.finished {
+		return
+	}
+	c.closing = true
+	_ = c.rc.SetWriteDeadline(time.Now().Add(shutdownWriteGrace))
+}
+
+// send writes frames, stopping after a terminal event, and flushes: the
+// messages sent together are those that were ready together, so none
+// waits in a buffer. It returns the new cursor.
+func (c *sseConn) send(frames []frame, cursor int64) (int64, bool, error) {
+	c.deadline()
+	for _, fr := range frames {
+		if fr.seq <= cursor {
+			continue
+		}
+		if _, err := c.w.Write(fr.msg); err != nil {
+			return cursor, false, err
+		}
+		cursor = fr.seq
+		if fr.terminal {
+			return cursor, true, c.rc.Flush()
+		}
+	}
+	return cursor, false, c.rc.Flush()
+}
+
+func (c *sseConn) writeRaw(msg string) error {
+	c.deadline()
+	if _, err := c.w.WriteString(msg); err != nil {
+		return err
+	}
+	return c.rc.Flush()
+}
+
+func (c *sseConn) writeShutdown() { _ = c.writeRaw(shutdownMessage) }
