@@ -29,9 +29,10 @@ test: temporal-cli
 test-short:
 	$(GO) test -count=1 -short ./...
 
-## bench: benchmarks against a dev server and the zero-latency fake LLM (figures in the README)
+## bench: benchmarks against a dev server and the fake LLM (figures in the README)
 bench: temporal-cli
-	$(GO) test -run '^$$' -bench . -benchtime 20x ./e2e/
+	$(GO) test -run '^$$' -bench 'OrchestrationOverhead' -benchtime 20x ./e2e/
+	$(GO) test -run '^$$' -bench 'StreamLatency|HistoryPerToken|QueriesPerSubscriber' -benchtime 5x ./e2e/
 
 ## migrate: apply database migrations to DATABASE_URL (or the embedded SQLite)
 migrate: build

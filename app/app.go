@@ -25,13 +25,14 @@ import (
 // RunOptions resolves the per-run engine settings from the configuration.
 func RunOptions(cfg config.Config) models.RunOptions {
 	return models.RunOptions{
-		LLMCallTimeout:   cfg.LLMCallTimeout,
-		HeartbeatTimeout: cfg.LLMHeartbeatTimeout,
-		MaxAttempts:      int32(cfg.LLMMaxAttempts),
-		RetryInitial:     cfg.LLMRetryInitial,
-		RetryMax:         cfg.LLMRetryMax,
-		DefaultModel:     cfg.LLMDefaultModel,
-		ContextCharLimit: cfg.ContextCharLimit,
+		LLMCallTimeout:     cfg.LLMCallTimeout,
+		HeartbeatTimeout:   cfg.LLMHeartbeatTimeout,
+		MaxAttempts:        int32(cfg.LLMMaxAttempts),
+		RetryInitial:       cfg.LLMRetryInitial,
+		RetryMax:           cfg.LLMRetryMax,
+		DefaultModel:       cfg.LLMDefaultModel,
+		ContextCharLimit:   cfg.ContextCharLimit,
+		ContinueAsNewAfter: cfg.ContinueAsNewAfter,
 	}
 }
 
@@ -72,6 +73,7 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 		Events:            activities.SignalSink{Client: tc},
 		Log:               log,
 		HeartbeatInterval: heartbeatInterval(cfg.LLMHeartbeatTimeout),
+		FlushInterval:     cfg.EventFlushInterval,
 	}
 	return worker.New(tc, acts, worker.Options{TaskQueue: cfg.TaskQueue, StopTimeout: cfg.ShutdownTimeout})
 }
@@ -83,6 +85,11 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 		Logger:       log,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Runs:         &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg)},
+		Stream: api.StreamOptions{
+			PollInterval:     cfg.SSEPollInterval,
+			IdlePollInterval: cfg.SSEIdlePollInterval,
+			KeepAlive:        cfg.SSEKeepAlive,
+		},
 	})
 }
 

@@ -50,6 +50,13 @@ type Config struct {
 	LLMRetryInitial     time.Duration
 	LLMRetryMax         time.Duration
 	ContextCharLimit    int
+	ContinueAsNewAfter  int
+
+	// Event streaming.
+	EventFlushInterval  time.Duration
+	SSEPollInterval     time.Duration
+	SSEIdlePollInterval time.Duration
+	SSEKeepAlive        time.Duration
 }
 
 // SQLitePath is the embedded database file used when DatabaseURL is empty.
@@ -94,6 +101,11 @@ var vars = []Var{
 	{"LLM_MAX_ATTEMPTS", "5", "Attempts per LLM call, first one included (429, 5xx, timeouts and network errors retry; 400/401/403/404 never do).", intVar(func(c *Config, n int) { c.LLMMaxAttempts = n })},
 	{"LLM_RETRY_INITIAL", "1s", "First retry delay; doubles per attempt. A provider's Retry-After overrides it.", durationVar(func(c *Config, d time.Duration) { c.LLMRetryInitial = d })},
 	{"LLM_RETRY_MAX", "30s", "Longest retry delay.", durationVar(func(c *Config, d time.Duration) { c.LLMRetryMax = d })},
+	{"CONTINUE_AS_NEW_AFTER", "10000", "History length past which a run's workflow continues as new between team turns (Temporal's limits: 51,200 events, 10,000 signals per execution).", intVar(func(c *Config, n int) { c.ContinueAsNewAfter = n })},
+	{"EVENT_FLUSH_INTERVAL", "200ms", "Longest an activity holds streamed deltas before signalling them to the run's workflow (the first delta of a call goes at once).", durationVar(func(c *Config, d time.Duration) { c.EventFlushInterval = d })},
+	{"SSE_POLL_INTERVAL", "50ms", "How often the API's poller of a live run queries its workflow for new events while events are flowing.", durationVar(func(c *Config, d time.Duration) { c.SSEPollInterval = d })},
+	{"SSE_IDLE_POLL_INTERVAL", "500ms", "The poller's interval once a run has been quiet for a while.", durationVar(func(c *Config, d time.Duration) { c.SSEIdlePollInterval = d })},
+	{"SSE_KEEPALIVE", "15s", "Interval of the keep-alive comment on an idle event stream.", durationVar(func(c *Config, d time.Duration) { c.SSEKeepAlive = d })},
 	{"CONTEXT_CHAR_LIMIT", "8000", "Longest earlier output (in characters) put into a later agent's prompt.", intVar(func(c *Config, n int) { c.ContextCharLimit = n })},
 }
 

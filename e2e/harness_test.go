@@ -25,6 +25,7 @@ import (
 	temporallog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/op-stack/executor/api"
 	"github.com/op-stack/executor/app"
 	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/llm/llmfake"
@@ -107,6 +108,7 @@ type testEnv struct {
 	dataDir  string // SQLite directory of store
 	fake     *llmfake.Server
 	temporal client.Client
+	api      *api.Server
 	apiURL   string
 }
 
@@ -174,7 +176,8 @@ func newEnv(t testing.TB, rules []llmfake.Rule, opts ...envOption) *testEnv {
 	if !o.noWorker {
 		e.startWorker()
 	}
-	srv := httptest.NewServer(app.NewAPI(e.cfg, quietLog, e.store, e.temporal).Handler())
+	e.api = app.NewAPI(e.cfg, quietLog, e.store, e.temporal)
+	srv := httptest.NewServer(e.api.Handler())
 	t.Cleanup(srv.Close)
 	e.apiURL = srv.URL + "/api/executor/v1"
 	return e

@@ -16,6 +16,7 @@ import (
 	temporallog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/op-stack/executor/api"
 	"github.com/op-stack/executor/app"
 	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/store"
@@ -109,9 +110,13 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) err
 		defer w.Stop()
 		log.Info("Temporal worker started", "task_queue", cfg.TaskQueue, "namespace", cfg.TemporalNamespace)
 	}
-	var httpServer *http.Server
+	var (
+		httpServer *http.Server
+		apiServer  *api.Server
+	)
 	if r.api {
 		srv := app.NewAPI(cfg, log, st, tc)
+		apiServer = srv
 		ln, err := net.Listen("tcp", cfg.HTTPAddr)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
@@ -133,6 +138,9 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) err
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	if httpServer != nil {
+		// Open event streams end with a reconnect hint; their clients
+		// resume with Last-Event-ID, on this replica's successor or another.
+		apiServer.CloseStreams()
 		if err := httpServer.Shutdown(shutdownCtx); err != nil {
 			log.Warn("HTTP shutdown", "error", err)
 		}

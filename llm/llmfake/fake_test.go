@@ -246,7 +246,12 @@ func TestRecordsParameters(t *testing.T) {
 		}
 	}
 	stream.Close()
+	// The handler records FinishedAt after its last write, which the
+	// client may have read already.
 	c := s.Calls()[0]
+	for deadline := time.Now().Add(5 * time.Second); c.FinishedAt.IsZero() && time.Now().Before(deadline); c = s.Calls()[0] {
+		time.Sleep(time.Millisecond)
+	}
 	if c.Temperature == nil || *c.Temperature != 0.5 || c.MaxTokens == nil || *c.MaxTokens != 99 || !c.Stream || c.APIKey != "test-key" {
 		t.Fatalf("%+v", c)
 	}
