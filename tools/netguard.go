@@ -1,0 +1,95 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"syscall"
+)
+
+// Address ranges the network guard refuses besides the ones netip
+// classifies itself (loopback, private, link-local, multicast,
+// unspecified).
+var (
+	cgnatPrefix     = netip.MustParsePrefix("100.64.0.0/10")
+	thisNetPrefix   = netip.MustParsePrefix("0.0.0.0/8")   // Linux connects 0.x.x.x to the local host
+	reservedPrefix  = netip.MustParsePrefix("240.0.0.0/4") // reserved and broadcast
+	siteLocalPrefix = netip.MustParsePrefix("fec0::/10")   // deprecated IPv6 private range
+	nat64Prefix     = netip.MustParsePrefix("64:ff9b::/96")
+)
+
+// blockedError is a connection the network guard refused.
+type blockedError struct {
+	addr   netip.Addr
+	reason string // the address class, e.g. "loopback"
+	raw    string // the address as the dialer gave it, when it did not parse
+}
+
+func (e *blockedError) Error() string {
+	if !e.addr.IsValid() {
+		return fmt.Sprintf("cannot check the address %q; loopback/private addresses are not allowed", e.raw)
+	}
+	article := "a"
+	if strings.ContainsRune("aeiouAEIOU", rune(e.reason[0])) {
+		article = "an"
+	}
+	return fmt.Sprintf("%s is %s %s address; loopback/private addresses are not allowed", e.addr, article, e.reason)
+}
+
+// addressClass says why addr must not be reached, or "" when it may.
+func addressClass(addr netip.Addr) string {
+	// ::ffff:127.0.0.1 reaches 127.0.0.1, so judge the IPv4 address.
+	addr = addr.Unmap()
+	// 64:ff9b::a.b.c.d reaches a.b.c.d through a NAT64 gateway, which may
+	// well sit inside the private network; judge the embedded address.
+	if nat64Prefix.Contains(addr) {
+		b := addr.As16()
+		if class := addressClass(netip.AddrFrom4([4]byte(b[12:]))); class != "" {
+			return class + " (through NAT64)"
+		}
+	}
+	switch {
+	case !addr.IsValid():
+		return "invalid"
+	case addr.IsLoopback():
+		return "loopback"
+	case addr.IsPrivate(), siteLocalPrefix.Contains(addr):
+		return "private"
+	case addr.IsLinkLocalUnicast(), addr.IsLinkLocalMulticast():
+		return "link-local"
+	case cgnatPrefix.Contains(addr):
+		return "CGNAT"
+	case addr.IsUnspecified(), thisNetPrefix.Contains(addr):
+		return "unspecified"
+	case addr.IsMulticast(), addr.IsInterfaceLocalMulticast():
+		return "multicast"
+	case reservedPrefix.Contains(addr):
+		return "reserved"
+	}
+	return ""
+}
+
+// guardAddress is the network guard: an error for every address outside
+// the public internet.
+func guardAddress(ap netip.AddrPort) error {
+	if class := addressClass(ap.Addr()); class != "" {
+		return &blockedError{addr: ap.Addr().WithZone(""), reason: class}
+	}
+	return nil
+}
+
+// dialControl runs guard on the address a socket is about to connect to.
+// It runs after name resolution, on every address the dialer tries, and on
+// every connection including those of redirects, so neither a hostname
+// that resolves to a private address (DNS rebinding, "localhost",
+// 127.0.0.1.nip.io) nor a redirect can get past it.
+func dialControl(guard func(netip.AddrPort) error) func(ctx context.Context, network, address string, c syscall.RawConn) error {
+	return func(_ context.Context, _, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil { // fail closed: never connect where we cannot judge
+			return &blockedError{raw: address}
+		}
+		return guard(ap)
+	}
+}
