@@ -24,6 +24,10 @@ type agentInput struct {
 	Temperature  *float64 `json:"temperature"`
 	MaxTokens    *int     `json:"max_tokens"`
 	Tools        []string `json:"tools"`
+	// SubAgents and MaxIterations are used by workers only; supervisors
+	// accept them (one body shape for every agent) and drop them.
+	SubAgents     []string `json:"sub_agents"`
+	MaxIterations int      `json:"max_iterations"`
 }
 
 type teamInput struct {
@@ -69,7 +73,9 @@ func (in idInput) id() (string, error) {
 	return id, nil
 }
 
-func (in *agentInput) toModel(field string) (models.Agent, error) {
+// toModel converts one agent. worker says whether it is a worker: only
+// workers' tools, sub_agents and max_iterations are checked and stored.
+func (in *agentInput) toModel(field string, worker bool) (models.Agent, error) {
 	if in == nil {
 		return models.Agent{}, nil
 	}
@@ -81,6 +87,21 @@ func (in *agentInput) toModel(field string) (models.Agent, error) {
 		Temperature:  in.Temperature,
 		MaxTokens:    in.MaxTokens,
 		Tools:        in.Tools,
+	}
+	// Nothing stores a supervisor's sub-agents or iteration bound, so they
+	// are dropped here rather than echoed by update and lost by get.
+	if worker {
+		var err error
+		if a.Tools, err = cleanKeys(field+".tools", "tool key", in.Tools); err != nil {
+			return a, err
+		}
+		if a.SubAgents, err = cleanKeys(field+".sub_agents", "sub-agent name", in.SubAgents); err != nil {
+			return a, err
+		}
+		a.MaxIterations = in.MaxIterations
+		if a.MaxIterations < 0 || a.MaxIterations > models.MaxAgentIterations {
+			return a, models.FieldError(field+".max_iterations", "must be between 0 (the default, %d) and %d, got %d", models.DefaultAgentIterations, models.MaxAgentIterations, a.MaxIterations)
+		}
 	}
 	if in.AgentID != nil {
 		// An explicit agent_id must be usable; only an absent one is generated.
@@ -103,7 +124,7 @@ func (in *hierarchyInput) toModel() (*models.Hierarchy, error) {
 	if in.MaxIterations < 0 {
 		return nil, models.FieldError("max_iterations", "must be between 1 and %d, got %d", models.MaxMaxIterations, in.MaxIterations)
 	}
-	gs, err := in.GlobalSupervisorAgent.toModel("global_supervisor_agent")
+	gs, err := in.GlobalSupervisorAgent.toModel("global_supervisor_agent", false)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +134,7 @@ func (in *hierarchyInput) toModel() (*models.Hierarchy, error) {
 	h.GlobalSupervisor = gs
 	for i, t := range in.Teams {
 		field := "teams[" + strconv.Itoa(i) + "]"
-		sup, err := t.TeamSupervisorAgent.toModel(field + ".team_supervisor_agent")
+		sup, err := t.TeamSupervisorAgent.toModel(field+".team_supervisor_agent", false)
 		if err != nil {
 			return nil, err
 		}
@@ -129,7 +150,7 @@ func (in *hierarchyInput) toModel() (*models.Hierarchy, error) {
 			ShareContext:     t.ShareContext,
 		}
 		for j := range t.Workers {
-			w, err := t.Workers[j].toModel(field + ".workers[" + strconv.Itoa(j) + "]")
+			w, err := t.Workers[j].toModel(workerField(i, j), true)
 			if err != nil {
 				return nil, err
 			}
@@ -161,6 +182,10 @@ func readHierarchy(c *gin.Context) (*hierarchyInput, *models.Hierarchy, error) {
 func (s *Server) createHierarchy(c *gin.Context) {
 	_, h, err := readHierarchy(c)
 	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if err := s.checkHierarchyRefs(c.Request.Context(), h); err != nil {
 		s.writeError(c, err)
 		return
 	}
@@ -199,6 +224,10 @@ func (s *Server) updateHierarchy(c *gin.Context) {
 	}
 	h.ID, err = idInput{HierarchyID: in.HierarchyID}.id()
 	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if err := s.checkHierarchyRefs(c.Request.Context(), h); err != nil {
 		s.writeError(c, err)
 		return
 	}

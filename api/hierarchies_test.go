@@ -502,3 +502,124 @@ func TestCreateIsAtomic(t *testing.T) {
 		}
 	})
 }
+
+// TestHierarchyToolsAndSubAgents covers workers' tools, sub_agents and
+// max_iterations (spec 003): known ones round-trip through get, unknown ones
+// are a 400 naming the field and the key, and a rejected write stores
+// nothing.
+func TestHierarchyToolsAndSubAgents(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		a := newTestAPI(t, st, withFakeTools)
+		createSubAgent(a, subAgentBody("researcher"))
+		createSubAgent(a, subAgentBody("fact checker"))
+
+		withRefs := func() map[string]any {
+			body := specBody()
+			worker(body, 0, 0)["tools"] = []any{"calculator", "http_get"}
+			worker(body, 0, 0)["sub_agents"] = []any{"researcher", "fact checker"}
+			worker(body, 0, 0)["max_iterations"] = 20
+			worker(body, 1, 0)["sub_agents"] = []any{"researcher"}
+			// Supervisors accept the fields but do not keep them.
+			body["global_supervisor_agent"].(map[string]any)["sub_agents"] = []any{"researcher"}
+			team(body, 0)["team_supervisor_agent"].(map[string]any)["max_iterations"] = 7
+			return body
+		}
+
+		t.Run("round trip through get and update", func(t *testing.T) {
+			id := create(a, withRefs())
+			h := get(a, id)
+			w := h.Teams[0].Workers[0]
+			if strings.Join(w.Tools, ",") != "calculator,http_get" || strings.Join(w.SubAgents, ",") != "researcher,fact checker" || w.MaxIterations != 20 {
+				t.Errorf("worker 0 = tools %v sub_agents %v max_iterations %d", w.Tools, w.SubAgents, w.MaxIterations)
+			}
+			if w := h.Teams[0].Workers[1]; len(w.Tools) != 0 || len(w.SubAgents) != 0 || w.MaxIterations != 0 {
+				t.Errorf("worker without refs = %+v", w)
+			}
+			if w := h.Teams[1].Workers[0]; strings.Join(w.SubAgents, ",") != "researcher" {
+				t.Errorf("team 1 worker sub_agents = %v", w.SubAgents)
+			}
+			if len(h.GlobalSupervisor.SubAgents) != 0 || h.Teams[0].Supervisor.MaxIterations != 0 {
+				t.Errorf("supervisors kept worker-only fields: %+v / %+v", h.GlobalSupervisor, h.Teams[0].Supervisor)
+			}
+
+			body := withRefs()
+			body["hierarchy_id"] = id
+			worker(body, 0, 0)["tools"] = []any{"current_time"}
+			worker(body, 0, 0)["sub_agents"] = []any{}
+			worker(body, 0, 0)["max_iterations"] = models.MaxAgentIterations
+			var updated models.Hierarchy
+			a.mustPost(pathUpdate, body, &updated)
+			w = get(a, id).Teams[0].Workers[0]
+			if strings.Join(w.Tools, ",") != "current_time" || len(w.SubAgents) != 0 || w.MaxIterations != models.MaxAgentIterations {
+				t.Errorf("after update worker 0 = tools %v sub_agents %v max_iterations %d", w.Tools, w.SubAgents, w.MaxIterations)
+			}
+			if len(updated.GlobalSupervisor.SubAgents) != 0 || updated.Teams[0].Supervisor.MaxIterations != 0 {
+				t.Error("the update response echoes supervisors' worker-only fields that get does not return")
+			}
+		})
+
+		t.Run("unknown or invalid refs", func(t *testing.T) {
+			cases := []struct {
+				name   string
+				mutate func(map[string]any)
+				field  string
+				want   string // in the message
+			}{
+				{"unknown tool", func(b map[string]any) { worker(b, 0, 1)["tools"] = []any{"calculator", "rm_rf"} }, "teams[0].workers[1].tools", `"rm_rf"`},
+				{"unknown sub-agent", func(b map[string]any) { worker(b, 1, 0)["sub_agents"] = []any{"researcher", "nobody"} }, "teams[1].workers[0].sub_agents", `"nobody"`},
+				{"duplicate sub-agent", func(b map[string]any) { worker(b, 1, 0)["sub_agents"] = []any{"researcher", "researcher"} }, "teams[1].workers[0].sub_agents", `"researcher"`},
+				{"duplicate tool", func(b map[string]any) { worker(b, 0, 1)["tools"] = []any{"http_get", "http_get"} }, "teams[0].workers[1].tools", `"http_get"`},
+				{"max_iterations too high", func(b map[string]any) { worker(b, 0, 1)["max_iterations"] = models.MaxAgentIterations + 1 }, "teams[0].workers[1].max_iterations", "51"},
+				{"negative max_iterations", func(b map[string]any) { worker(b, 0, 1)["max_iterations"] = -1 }, "teams[0].workers[1].max_iterations", "-1"},
+				{"wrong type for sub_agents", func(b map[string]any) { worker(b, 0, 1)["sub_agents"] = "researcher" }, "teams.workers.sub_agents", "array"},
+			}
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					before := count(a)
+					body := withRefs()
+					tc.mutate(body)
+					env := a.expectError(pathCreate, body, http.StatusBadRequest, 40001)
+					if env.Field != tc.field || !strings.Contains(env.Message, tc.field) || !strings.Contains(env.Message, tc.want) {
+						t.Errorf("want field %q and %s in the message, got field %q message %q", tc.field, tc.want, env.Field, env.Message)
+					}
+					if after := count(a); after != before {
+						t.Errorf("a rejected create stored something: %d -> %d", before, after)
+					}
+				})
+			}
+		})
+
+		t.Run("rejected update changes nothing", func(t *testing.T) {
+			id := create(a, withRefs())
+			body := withRefs()
+			body["hierarchy_id"] = id
+			body["name"] = "should not stick"
+			worker(body, 0, 0)["tools"] = []any{"teleport"}
+			env := a.expectError(pathUpdate, body, http.StatusBadRequest, 40001)
+			if env.Field != "teams[0].workers[0].tools" || !strings.Contains(env.Message, `"teleport"`) {
+				t.Errorf("error = %+v", env)
+			}
+			body = withRefs()
+			body["hierarchy_id"] = id
+			body["name"] = "should not stick"
+			worker(body, 1, 0)["sub_agents"] = []any{"ghost"}
+			a.expectError(pathUpdate, body, http.StatusBadRequest, 40001)
+			h := get(a, id)
+			if h.Name == "should not stick" || strings.Join(h.Teams[0].Workers[0].Tools, ",") != "calculator,http_get" {
+				t.Errorf("a rejected update changed the hierarchy: %q %v", h.Name, h.Teams[0].Workers[0].Tools)
+			}
+		})
+
+		// Without a tool catalog every tool key is unknown; empty lists pass.
+		t.Run("no tool catalog", func(t *testing.T) {
+			bare := newTestAPI(t, st)
+			body := specBody()
+			worker(body, 0, 0)["tools"] = []any{"calculator"}
+			env := bare.expectError(pathCreate, body, http.StatusBadRequest, 40001)
+			if env.Field != "teams[0].workers[0].tools" || !strings.Contains(env.Message, `"calculator"`) {
+				t.Errorf("error = %+v", env)
+			}
+			create(bare, specBody())
+		})
+	})
+}

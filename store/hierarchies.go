@@ -61,6 +61,10 @@ type workerRow struct {
 	Temperature  *float64
 	MaxTokens    *int
 	Tools        string
+	// SubAgents is a JSON array of the sub-agent names the worker may
+	// delegate to; MaxIterations 0 means the engine's default.
+	SubAgents     string
+	MaxIterations int
 }
 
 func (workerRow) TableName() string { return "worker" }
@@ -150,19 +154,25 @@ func insertTeams(tx *gorm.DB, h *models.Hierarchy) error {
 			if err != nil {
 				return err
 			}
+			subAgents, err := json.Marshal(nonNil(w.SubAgents))
+			if err != nil {
+				return err
+			}
 			workers = append(workers, workerRow{
-				ID:           models.NewID(),
-				TeamID:       t.ID,
-				HierarchyID:  h.ID,
-				Position:     j,
-				AgentID:      w.AgentID,
-				Name:         w.Name,
-				Role:         w.Role,
-				SystemPrompt: w.SystemPrompt,
-				Model:        w.Model,
-				Temperature:  w.Temperature,
-				MaxTokens:    w.MaxTokens,
-				Tools:        string(tools),
+				ID:            models.NewID(),
+				TeamID:        t.ID,
+				HierarchyID:   h.ID,
+				Position:      j,
+				AgentID:       w.AgentID,
+				Name:          w.Name,
+				Role:          w.Role,
+				SystemPrompt:  w.SystemPrompt,
+				Model:         w.Model,
+				Temperature:   w.Temperature,
+				MaxTokens:     w.MaxTokens,
+				Tools:         string(tools),
+				SubAgents:     string(subAgents),
+				MaxIterations: w.MaxIterations,
 			})
 		}
 	}
@@ -232,23 +242,28 @@ func (s *Store) GetHierarchy(ctx context.Context, id string) (*models.Hierarchy,
 		})
 	}
 	for _, w := range workers {
-		var tools []string
+		var tools, subAgents []string
 		if err := json.Unmarshal([]byte(w.Tools), &tools); err != nil {
 			return nil, fmt.Errorf("worker %s tools: %w", w.ID, err)
+		}
+		if err := json.Unmarshal([]byte(w.SubAgents), &subAgents); err != nil {
+			return nil, fmt.Errorf("worker %s sub_agents: %w", w.ID, err)
 		}
 		i, ok := teamIndex[w.TeamID]
 		if !ok {
 			return nil, fmt.Errorf("worker %s references missing team %s", w.ID, w.TeamID)
 		}
 		h.Teams[i].Workers = append(h.Teams[i].Workers, models.Agent{
-			AgentID:      w.AgentID,
-			Name:         w.Name,
-			Role:         w.Role,
-			SystemPrompt: w.SystemPrompt,
-			Model:        w.Model,
-			Temperature:  w.Temperature,
-			MaxTokens:    w.MaxTokens,
-			Tools:        tools,
+			AgentID:       w.AgentID,
+			Name:          w.Name,
+			Role:          w.Role,
+			SystemPrompt:  w.SystemPrompt,
+			Model:         w.Model,
+			Temperature:   w.Temperature,
+			MaxTokens:     w.MaxTokens,
+			Tools:         tools,
+			SubAgents:     subAgents,
+			MaxIterations: w.MaxIterations,
 		})
 	}
 	return h, nil

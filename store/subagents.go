@@ -1,0 +1,253 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/op-stack/executor/models"
+)
+
+type subAgentRow struct {
+	ID            string `gorm:"primaryKey"`
+	Name          string
+	Description   string
+	SystemPrompt  string
+	Model         string
+	Temperature   *float64
+	MaxTokens     *int
+	Tools         string // JSON array of tool keys
+	SubAgents     string // JSON array of sub-agent names
+	MaxDepth      int
+	MaxIterations int
+	Enabled       bool
+	// The store sets both times itself (see subAgentNow); gorm's automatic
+	// update time would differ from the one the API answers with.
+	CreatedAt time.Time `gorm:"autoCreateTime:false"`
+	UpdatedAt time.Time `gorm:"autoUpdateTime:false"`
+}
+
+func (subAgentRow) TableName() string { return "sub_agent" }
+
+// CreateSubAgent stores a normalized, validated sub-agent and sets its
+// timestamps. A taken id or name is an AlreadyExists error naming it.
+func (s *Store) CreateSubAgent(ctx context.Context, sa *models.SubAgent) error {
+	now := subAgentNow()
+	sa.CreatedAt, sa.UpdatedAt = now, now
+	row, err := toSubAgentRow(sa)
+	if err != nil {
+		return err
+	}
+	db := s.db.WithContext(ctx)
+	if err := db.Create(&row).Error; err != nil {
+		if errors.Is(err, gorm.ErrDuplicatedKey) {
+			// Both the primary key and the name are unique; tell the caller
+			// which one clashed. This runs outside any transaction, so
+			// PostgreSQL still answers after the failed insert.
+			var n int64
+			if cerr := db.Model(&subAgentRow{}).Where("id = ?", sa.ID).Count(&n).Error; cerr == nil && n > 0 {
+				return subAgentTaken("id", "sub-agent id %q is taken", sa.ID)
+			}
+			return subAgentTaken("name", "sub-agent name %q is taken", sa.Name)
+		}
+		return fmt.Errorf("insert sub-agent: %w", err)
+	}
+	return nil
+}
+
+// UpdateSubAgent replaces every field of the sub-agent with sa.ID but keeps
+// its created_at (set into sa). An unknown id is a SubAgentNotFound error
+// and a name taken by another sub-agent an AlreadyExists error; either way
+// nothing is written.
+func (s *Store) UpdateSubAgent(ctx context.Context, sa *models.SubAgent) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var existing subAgentRow
+		if err := tx.Select("created_at").Take(&existing, "id = ?", sa.ID).Error; err != nil {
+			if notFound(err) {
+				return subAgentNotFound("id", sa.ID)
+			}
+			return err
+		}
+		sa.CreatedAt, sa.UpdatedAt = existing.CreatedAt.UTC(), subAgentNow()
+		row, err := toSubAgentRow(sa)
+		if err != nil {
+			return err
+		}
+		// Select("*") writes zero values too (a full replace); Omit keeps
+		// the key and the creation time.
+		err = tx.Model(&subAgentRow{}).Where("id = ?", sa.ID).Select("*").Omit("id", "created_at").Updates(&row).Error
+		if errors.Is(err, gorm.ErrDuplicatedKey) {
+			// The id matched this row, so only the name can clash.
+			return subAgentTaken("name", "sub-agent name %q is taken", sa.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("update sub-agent: %w", err)
+		}
+		return nil
+	})
+}
+
+// GetSubAgent loads the sub-agent with id.
+func (s *Store) GetSubAgent(ctx context.Context, id string) (*models.SubAgent, error) {
+	var row subAgentRow
+	if err := s.db.WithContext(ctx).Take(&row, "id = ?", id).Error; err != nil {
+		if notFound(err) {
+			return nil, subAgentNotFound("id", id)
+		}
+		return nil, err
+	}
+	return row.toModel()
+}
+
+// GetSubAgentByName loads the sub-agent called name (names are unique).
+func (s *Store) GetSubAgentByName(ctx context.Context, name string) (*models.SubAgent, error) {
+	var row subAgentRow
+	if err := s.db.WithContext(ctx).Take(&row, "name = ?", name).Error; err != nil {
+		if notFound(err) {
+			return nil, subAgentNotFound("name", name)
+		}
+		return nil, err
+	}
+	return row.toModel()
+}
+
+// DeleteSubAgent removes the sub-agent with id. Workers and sub-agents that
+// list it by name keep the name; the engine refuses to delegate to a name
+// it cannot load.
+func (s *Store) DeleteSubAgent(ctx context.Context, id string) error {
+	res := s.db.WithContext(ctx).Where("id = ?", id).Delete(&subAgentRow{})
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		return subAgentNotFound("id", id)
+	}
+	return nil
+}
+
+// ListSubAgents returns one page of sub-agents, newest first, and the total
+// count.
+func (s *Store) ListSubAgents(ctx context.Context, f ListFilter) ([]models.SubAgent, int64, error) {
+	db := s.db.WithContext(ctx).Model(&subAgentRow{})
+	var total int64
+	if err := db.Count(&total).Error; err != nil {
+		return nil, 0, err
+	}
+	var rows []subAgentRow
+	if err := db.Order("created_at DESC, id").Offset(f.offset()).Limit(f.PageSize).Find(&rows).Error; err != nil {
+		return nil, 0, err
+	}
+	out := make([]models.SubAgent, 0, len(rows))
+	for i := range rows {
+		sa, err := rows[i].toModel()
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, *sa)
+	}
+	return out, total, nil
+}
+
+// ExistingSubAgentNames reports which of names belong to a stored
+// sub-agent, ignoring the one with id excludeID ("" ignores none): an
+// update validates references against the other sub-agents, since its own
+// old name is about to be replaced. It answers with one query however many
+// names a hierarchy lists.
+func (s *Store) ExistingSubAgentNames(ctx context.Context, names []string, excludeID string) (map[string]bool, error) {
+	found := map[string]bool{}
+	if len(names) == 0 {
+		return found, nil
+	}
+	q := s.db.WithContext(ctx).Model(&subAgentRow{}).Where("name IN ?", names)
+	if excludeID != "" {
+		q = q.Where("id <> ?", excludeID)
+	}
+	var got []string
+	if err := q.Pluck("name", &got).Error; err != nil {
+		return nil, err
+	}
+	for _, n := range got {
+		found[n] = true
+	}
+	return found, nil
+}
+
+func toSubAgentRow(sa *models.SubAgent) (subAgentRow, error) {
+	tools, err := json.Marshal(nonNil(sa.Tools))
+	if err != nil {
+		return subAgentRow{}, err
+	}
+	subAgents, err := json.Marshal(nonNil(sa.SubAgents))
+	if err != nil {
+		return subAgentRow{}, err
+	}
+	return subAgentRow{
+		ID:            sa.ID,
+		Name:          sa.Name,
+		Description:   sa.Description,
+		SystemPrompt:  sa.SystemPrompt,
+		Model:         sa.Model,
+		Temperature:   sa.Temperature,
+		MaxTokens:     sa.MaxTokens,
+		Tools:         string(tools),
+		SubAgents:     string(subAgents),
+		MaxDepth:      sa.MaxDepth,
+		MaxIterations: sa.MaxIterations,
+		Enabled:       sa.Enabled,
+		CreatedAt:     sa.CreatedAt,
+		UpdatedAt:     sa.UpdatedAt,
+	}, nil
+}
+
+func (r *subAgentRow) toModel() (*models.SubAgent, error) {
+	sa := &models.SubAgent{
+		ID:            r.ID,
+		Name:          r.Name,
+		Description:   r.Description,
+		SystemPrompt:  r.SystemPrompt,
+		Model:         r.Model,
+		Temperature:   r.Temperature,
+		MaxTokens:     r.MaxTokens,
+		MaxDepth:      r.MaxDepth,
+		MaxIterations: r.MaxIterations,
+		Enabled:       r.Enabled,
+		CreatedAt:     r.CreatedAt.UTC(),
+		UpdatedAt:     r.UpdatedAt.UTC(),
+	}
+	var err error
+	if sa.Tools, err = decodeStrings(r.Tools); err != nil {
+		return nil, fmt.Errorf("sub-agent %s tools: %w", r.ID, err)
+	}
+	if sa.SubAgents, err = decodeStrings(r.SubAgents); err != nil {
+		return nil, fmt.Errorf("sub-agent %s sub_agents: %w", r.ID, err)
+	}
+	return sa, nil
+}
+
+// decodeStrings reads a JSON string array column; the result is never nil,
+// so the API answers [] rather than null.
+func decodeStrings(s string) ([]string, error) {
+	var out []string
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		return nil, err
+	}
+	return nonNil(out), nil
+}
+
+// subAgentNow is the write time, truncated to what PostgreSQL keeps
+// (microseconds), so the create and update responses equal a later get.
+func subAgentNow() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+func subAgentNotFound(by, key string) error {
+	return models.Errorf(models.CodeSubAgentNotFound, "sub-agent with %s %q not found", by, key)
+}
+
+func subAgentTaken(field, format string, args ...any) error {
+	e := models.Errorf(models.CodeAlreadyExists, format, args...)
+	e.Field = field
+	return e
+}
