@@ -30,6 +30,7 @@ const (
 	AgentTypeGlobalSupervisor = "global_supervisor"
 	AgentTypeTeamSupervisor   = "team_supervisor"
 	AgentTypeWorker           = "worker"
+	AgentTypeSubAgent         = "sub_agent"
 	AgentTypeSystem           = "system"
 )
 
@@ -43,28 +44,58 @@ func FormatTimestamp(t time.Time) string { return t.UTC().Format(TimestampLayout
 // Source says which agent an event comes from. AgentID is exactly the
 // agent_id given at creation (or generated then); TeamName is null for the
 // global supervisor and for system events.
+//
+// Depth and Path place the agent in the run's tree: Path lists the
+// agent_ids from the run's root (the global supervisor) down to this agent,
+// and Depth is its length minus one (global supervisor 0, team supervisors
+// 1, workers 2, a worker's sub-agent 3, and so on).
 type Source struct {
-	AgentID   string  `json:"agent_id"`
-	AgentType string  `json:"agent_type"`
-	AgentName string  `json:"agent_name"`
-	TeamName  *string `json:"team_name"`
+	AgentID   string   `json:"agent_id"`
+	AgentType string   `json:"agent_type"`
+	AgentName string   `json:"agent_name"`
+	TeamName  *string  `json:"team_name"`
+	Depth     int      `json:"depth"`
+	Path      []string `json:"path"`
 }
 
 // GlobalSupervisorSource is the source of the global supervisor's events.
 func GlobalSupervisorSource(h *Hierarchy) Source {
-	return Source{AgentID: h.GlobalSupervisor.AgentID, AgentType: AgentTypeGlobalSupervisor, AgentName: h.GlobalSupervisor.Name}
+	id := h.GlobalSupervisor.AgentID
+	return Source{AgentID: id, AgentType: AgentTypeGlobalSupervisor, AgentName: h.GlobalSupervisor.Name, Path: []string{id}}
 }
 
 // TeamSupervisorSource is the source of a team supervisor's events.
-func TeamSupervisorSource(t *Team) Source {
+func TeamSupervisorSource(h *Hierarchy, t *Team) Source {
 	name := t.Name
-	return Source{AgentID: t.Supervisor.AgentID, AgentType: AgentTypeTeamSupervisor, AgentName: t.Supervisor.Name, TeamName: &name}
+	return Source{
+		AgentID: t.Supervisor.AgentID, AgentType: AgentTypeTeamSupervisor, AgentName: t.Supervisor.Name, TeamName: &name,
+		Depth: 1, Path: []string{h.GlobalSupervisor.AgentID, t.Supervisor.AgentID},
+	}
 }
 
 // WorkerSource is the source of a worker's events.
-func WorkerSource(t *Team, w *Agent) Source {
+func WorkerSource(h *Hierarchy, t *Team, w *Agent) Source {
 	name := t.Name
-	return Source{AgentID: w.AgentID, AgentType: AgentTypeWorker, AgentName: w.Name, TeamName: &name}
+	return Source{
+		AgentID: w.AgentID, AgentType: AgentTypeWorker, AgentName: w.Name, TeamName: &name,
+		Depth: 2, Path: []string{h.GlobalSupervisor.AgentID, t.Supervisor.AgentID, w.AgentID},
+	}
+}
+
+// SubAgentSource is the source of a sub-agent called by caller: one level
+// deeper, in the caller's team.
+func SubAgentSource(caller Source, s *SubAgent) Source {
+	path := append(append([]string{}, caller.Path...), s.ID)
+	return Source{AgentID: s.ID, AgentType: AgentTypeSubAgent, AgentName: s.Name, TeamName: caller.TeamName, Depth: caller.Depth + 1, Path: path}
+}
+
+// SubAgentLevel is how many sub-agent calls deep a source is (0 for the
+// hierarchy's own agents).
+func (s Source) SubAgentLevel() int {
+	if s.AgentType != AgentTypeSubAgent {
+		return 0
+	}
+	return s.Depth - 2
 }
 
 // EventKind is an event's type: "<category>.<action>" on the wire.

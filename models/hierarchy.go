@@ -39,6 +39,11 @@ type Agent struct {
 	Temperature  *float64 `json:"temperature,omitempty"`
 	MaxTokens    *int     `json:"max_tokens,omitempty"`
 	Tools        []string `json:"tools,omitempty"`
+	// SubAgents names the sub-agents this agent may delegate to.
+	SubAgents []string `json:"sub_agents,omitempty"`
+	// MaxIterations bounds the agent's model turns in one task (tool
+	// rounds); 0 means DefaultAgentIterations.
+	MaxIterations int `json:"max_iterations,omitempty"`
 }
 
 // Team is a team supervisor with its workers.

@@ -14,8 +14,9 @@ const (
 	DefaultTaskQueue = "op-stack-executor"
 
 	// Workflow types.
-	RunWorkflowName  = "RunWorkflow"
-	TeamWorkflowName = "TeamWorkflow"
+	RunWorkflowName      = "RunWorkflow"
+	TeamWorkflowName     = "TeamWorkflow"
+	SubAgentWorkflowName = "SubAgentWorkflow"
 
 	// SignalEvents carries an EventBatch from an activity to its run's
 	// workflow.
@@ -153,6 +154,7 @@ type RunResult struct {
 // TeamInput starts a TeamWorkflow: one team turn.
 type TeamInput struct {
 	RunID         string       `json:"run_id"`
+	RootAgentID   string       `json:"root_agent_id"` // the global supervisor's, heads every path
 	Turn          int          `json:"turn"`
 	Task          string       `json:"task"`
 	Team          Team         `json:"team"`
@@ -238,8 +240,9 @@ const (
 	PurposeFinalAnswer = "final_answer"
 )
 
-// RespondInput asks an agent for its answer: a worker's output or the
-// global supervisor's final answer.
+// RespondInput asks an agent for its answer: a worker's or sub-agent's
+// output (possibly after tool calls) or the global supervisor's final
+// answer.
 type RespondInput struct {
 	RunID       string        `json:"run_id"`
 	Purpose     string        `json:"purpose"`
@@ -249,14 +252,78 @@ type RespondInput struct {
 	Instruction string        `json:"instruction"`
 	Context     []ContextItem `json:"context,omitempty"`
 	RunOptions  RunOptions    `json:"run_options"`
+	// Transcript holds this turn's earlier tool calls and their results.
+	Transcript []ChatMessage `json:"transcript,omitempty"`
+	// NoTools asks for a final answer without offering tools (the agent
+	// reached its iteration limit).
+	NoTools bool `json:"no_tools,omitempty"`
+	// MessageID is the id, set before streaming starts, of the message
+	// that stores this turn's final output; it is on the turn's llm.stream
+	// events. ParentMessageID links a sub-agent's message to its caller's.
+	MessageID       string `json:"message_id,omitempty"`
+	ParentMessageID string `json:"parent_message_id,omitempty"`
 }
 
-// RespondResult is an agent's answer.
+// RespondResult is an agent's answer: final output, or tool calls to run.
 type RespondResult struct {
-	Output  string `json:"output"`
-	Model   string `json:"model"`
-	Offline bool   `json:"offline,omitempty"`
-	Usage   Usage  `json:"usage"`
+	Output    string     `json:"output"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Model     string     `json:"model"`
+	Offline   bool       `json:"offline,omitempty"`
+	Usage     Usage      `json:"usage"`
+}
+
+// ChatMessage is one message of an agent turn's transcript.
+type ChatMessage struct {
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+}
+
+// ToolCall is a model's request to run a tool.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// DelegateToolName is the tool through which an agent runs a sub-agent.
+const DelegateToolName = "delegate"
+
+// ToolInput runs one tool call.
+type ToolInput struct {
+	RunID       string     `json:"run_id"`
+	Source      Source     `json:"source"`
+	ExecutionID string     `json:"tool_execution_id"`
+	Call        ToolCall   `json:"call"`
+	RunOptions  RunOptions `json:"run_options"`
+}
+
+// ToolOutput is a tool call's result. A failed tool is a result with
+// IsError, which the model sees and can react to, not a failed run.
+type ToolOutput struct {
+	Content    string `json:"content"`
+	IsError    bool   `json:"is_error"`
+	DurationMs int64  `json:"duration_ms"`
+}
+
+// SubAgentInput runs a sub-agent on a delegated task, as a child workflow.
+type SubAgentInput struct {
+	RunID           string     `json:"run_id"`
+	Definition      SubAgent   `json:"definition"`
+	Source          Source     `json:"source"`
+	Task            string     `json:"task"`
+	MessageID       string     `json:"message_id"`
+	ParentMessageID string     `json:"parent_message_id"`
+	Options         RunOptions `json:"options"`
+}
+
+// SubAgentResult is what a sub-agent returns to its caller.
+type SubAgentResult struct {
+	MessageID string `json:"message_id"`
+	Summary   string `json:"summary"`
+	Usage     Usage  `json:"usage"`
 }
 
 // RunStatusUpdate moves a run's stored status. Applying it twice has the

@@ -1,0 +1,40 @@
+package models
+
+import "time"
+
+// Sub-agent defaults (spec 003).
+const (
+	DefaultSubAgentMaxDepth = 3
+	DefaultAgentIterations  = 10
+	MaxAgentIterations      = 50
+)
+
+// SubAgent is a reusable agent definition stored in the database. A worker
+// or a sub-agent that lists it by name in SubAgents can delegate a task to
+// it through the `delegate` tool. Its ID is also its agent_id on the event
+// stream; the caller may set it at create.
+type SubAgent struct {
+	ID            string    `json:"id"`
+	Name          string    `json:"name"`
+	Description   string    `json:"description,omitempty"`
+	SystemPrompt  string    `json:"system_prompt"`
+	Model         string    `json:"model,omitempty"`
+	Temperature   *float64  `json:"temperature,omitempty"`
+	MaxTokens     *int      `json:"max_tokens,omitempty"`
+	Tools         []string  `json:"tools"`          // tool keys from the registry
+	SubAgents     []string  `json:"sub_agents"`     // names of sub-agents it may delegate to
+	MaxDepth      int       `json:"max_depth"`      // deepest nesting below the run's agents it may be called at
+	MaxIterations int       `json:"max_iterations"` // model turns per task (tool rounds)
+	Enabled       bool      `json:"enabled"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+}
+
+// Agent returns the definition as an agent the engine can run.
+func (s *SubAgent) Agent() Agent {
+	return Agent{
+		AgentID: s.ID, Name: s.Name, Role: s.Description, SystemPrompt: s.SystemPrompt,
+		Model: s.Model, Temperature: s.Temperature, MaxTokens: s.MaxTokens,
+		Tools: s.Tools, SubAgents: s.SubAgents, MaxIterations: s.MaxIterations,
+	}
+}

@@ -1,0 +1,111 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm/clause"
+
+	"github.com/op-stack/executor/models"
+)
+
+type messageRow struct {
+	ID              string `gorm:"primaryKey"`
+	RunID           string
+	ParentMessageID *string
+	AgentID         string
+	AgentType       string
+	AgentName       string
+	TeamName        *string
+	Depth           int
+	Path            string
+	Content         string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+func (messageRow) TableName() string { return "message" }
+
+// Message is an agent turn's stored final output.
+type Message struct {
+	ID              string     `json:"id"`
+	RunID           string     `json:"run_id"`
+	ParentMessageID *string    `json:"parent_message_id"`
+	AgentID         string     `json:"agent_id"`
+	AgentType       string     `json:"agent_type"`
+	AgentName       string     `json:"agent_name"`
+	TeamName        *string    `json:"team_name"`
+	Depth           int        `json:"depth"`
+	Path            []string   `json:"path"`
+	Content         string     `json:"content"`
+	CreatedAt       time.Time  `json:"created_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
+	Children        []*Message `json:"children"`
+}
+
+// SaveMessage upserts a message by its application-set id: saving it again
+// (a retried activity, a replay) updates the same row.
+func (s *Store) SaveMessage(ctx context.Context, m *Message) error {
+	path, err := json.Marshal(m.Path)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	row := messageRow{
+		ID: m.ID, RunID: m.RunID, ParentMessageID: m.ParentMessageID, AgentID: m.AgentID, AgentType: m.AgentType,
+		AgentName: m.AgentName, TeamName: m.TeamName, Depth: m.Depth, Path: string(path), Content: m.Content,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	return s.db.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "id"}},
+		DoUpdates: clause.AssignmentColumns([]string{"content", "updated_at"}),
+	}).Create(&row).Error
+}
+
+// MessageTree returns a run's messages as a forest: each message under its
+// parent, roots and siblings in creation order.
+func (s *Store) MessageTree(ctx context.Context, runID string) ([]*Message, error) {
+	var rows []messageRow
+	if err := s.db.WithContext(ctx).Where("run_id = ?", runID).Order("created_at, id").Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	byID := make(map[string]*Message, len(rows))
+	all := make([]*Message, 0, len(rows))
+	for _, r := range rows {
+		m := &Message{
+			ID: r.ID, RunID: r.RunID, ParentMessageID: r.ParentMessageID, AgentID: r.AgentID, AgentType: r.AgentType,
+			AgentName: r.AgentName, TeamName: r.TeamName, Depth: r.Depth, Content: r.Content,
+			CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Children: []*Message{},
+		}
+		if err := json.Unmarshal([]byte(r.Path), &m.Path); err != nil {
+			return nil, fmt.Errorf("message %s path: %w", r.ID, err)
+		}
+		byID[m.ID] = m
+		all = append(all, m)
+	}
+	roots := []*Message{}
+	for _, m := range all {
+		if m.ParentMessageID != nil {
+			if parent, ok := byID[*m.ParentMessageID]; ok {
+				parent.Children = append(parent.Children, m)
+				continue
+			}
+		}
+		roots = append(roots, m)
+	}
+	return roots, nil
+}
+
+// MessageFromSource fills a message's agent fields from an event source.
+func MessageFromSource(id, runID, parentID, content string, src models.Source) *Message {
+	m := &Message{
+		ID: id, RunID: runID, AgentID: src.AgentID, AgentType: src.AgentType, AgentName: src.AgentName,
+		TeamName: src.TeamName, Depth: src.Depth, Path: src.Path, Content: content,
+	}
+	if parentID != "" {
+		m.ParentMessageID = &parentID
+	}
+	return m
+}

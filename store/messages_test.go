@@ -1,0 +1,39 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/store"
+	"github.com/op-stack/executor/store/storetest"
+)
+
+// TestSaveMessageIsIdempotent: saving a message again (a retried activity,
+// a replay) updates the one row under its application-set id.
+func TestSaveMessageIsIdempotent(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		team := "t"
+		src := models.Source{AgentID: "w-1", AgentType: models.AgentTypeWorker, AgentName: "writer", TeamName: &team, Depth: 2, Path: []string{"gs", "ts", "w-1"}}
+		for _, content := range []string{"first attempt", "second attempt"} {
+			if err := st.SaveMessage(ctx, store.MessageFromSource("msg_1", "run-1", "", content, src)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		child := models.SubAgentSource(src, &models.SubAgent{ID: "sa-1", Name: "helper"})
+		if err := st.SaveMessage(ctx, store.MessageFromSource("msg_2", "run-1", "msg_1", "child", child)); err != nil {
+			t.Fatal(err)
+		}
+		tree, err := st.MessageTree(ctx, "run-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tree) != 1 || tree[0].ID != "msg_1" || tree[0].Content != "second attempt" || *tree[0].TeamName != "t" {
+			t.Fatalf("tree = %+v", tree)
+		}
+		if c := tree[0].Children; len(c) != 1 || c[0].ID != "msg_2" || c[0].Depth != 3 || len(c[0].Path) != 4 || c[0].AgentType != "sub_agent" {
+			t.Fatalf("children = %+v", c)
+		}
+	})
+}
