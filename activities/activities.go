@@ -20,10 +20,17 @@ type EventSink interface {
 	PublishEvents(ctx context.Context, runID string, batch models.EventBatch) error
 }
 
+// ToolRunner offers and runs the registry's tools (tools.Registry).
+type ToolRunner interface {
+	Definitions(keys []string) []llm.ToolDef
+	Execute(ctx context.Context, key, arguments string) (string, error)
+}
+
 // Activities holds the dependencies of every activity.
 type Activities struct {
 	Store  *store.Store
 	LLM    llm.Client
+	Tools  ToolRunner
 	Events EventSink
 	Log    *slog.Logger
 	// HeartbeatInterval is how often a running LLM call heartbeats, so a

@@ -44,7 +44,7 @@ func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models
 	}
 	var usage models.Usage
 	for try := 0; ; try++ {
-		resp, err := a.complete(ctx, pub, in.Source, "decision", req)
+		resp, err := a.complete(ctx, pub, in.Source, "decision", req, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -88,22 +88,52 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 	defer pub.close()
 	req := llm.Request{
 		Model:       modelFor(in.Agent, in.RunOptions),
-		Messages:    respondMessages(in, contextLimit(in.RunOptions)),
+		Messages:    append(respondMessages(in, contextLimit(in.RunOptions)), transcriptMessages(in.Transcript)...),
 		Temperature: in.Agent.Temperature,
 		MaxTokens:   in.Agent.MaxTokens,
 	}
-	resp, err := a.complete(ctx, pub, in.Source, in.Purpose, req)
+	if !in.NoTools {
+		req.Tools = a.toolDefinitions(in.Agent)
+	}
+	var extra map[string]any
+	if in.MessageID != "" {
+		extra = map[string]any{"message_id": in.MessageID}
+	}
+	resp, err := a.complete(ctx, pub, in.Source, in.Purpose, req, extra)
 	if err != nil {
 		return nil, err
 	}
-	return &models.RespondResult{Output: resp.Content, Model: req.Model, Offline: resp.Offline, Usage: toUsage(resp.Usage)}, nil
+	res := &models.RespondResult{Output: resp.Content, Model: req.Model, Offline: resp.Offline, Usage: toUsage(resp.Usage)}
+	for _, c := range resp.ToolCalls {
+		res.ToolCalls = append(res.ToolCalls, models.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+	if len(res.ToolCalls) == 0 {
+		// The turn's final output: stored under the id its stream carried.
+		if err := a.saveMessage(ctx, in, res.Output); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// transcriptMessages converts a turn's tool rounds to chat messages.
+func transcriptMessages(t []models.ChatMessage) []llm.Message {
+	out := make([]llm.Message, 0, len(t))
+	for _, m := range t {
+		msg := llm.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
+		for _, c := range m.ToolCalls {
+			msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		}
+		out = append(out, msg)
+	}
+	return out
 }
 
 // complete runs one LLM call: it heartbeats while the call runs (so a dead
 // worker is noticed within the heartbeat timeout and a cancellation reaches
 // the call), records its usage, and turns a failure into a retryable or
 // non-retryable application error that names the agent and the model.
-func (a *Activities) complete(ctx context.Context, pub *publisher, source models.Source, purpose string, req llm.Request) (*llm.Response, error) {
+func (a *Activities) complete(ctx context.Context, pub *publisher, source models.Source, purpose string, req llm.Request, extra map[string]any) (*llm.Response, error) {
 	stop := a.heartbeat(ctx)
 	defer stop()
 	if pub.attempt > 1 && pub.calls == 0 {
@@ -119,11 +149,11 @@ func (a *Activities) complete(ctx context.Context, pub *publisher, source models
 			firstToken = time.Since(start)
 		}
 		if d.Reasoning != "" {
-			pub.delta(source, models.ActionReasoning, d.Reasoning, nil, first)
+			pub.delta(source, models.ActionReasoning, d.Reasoning, extra, first)
 			first = false
 		}
 		if d.Content != "" {
-			pub.delta(source, models.ActionStream, d.Content, nil, first)
+			pub.delta(source, models.ActionStream, d.Content, extra, first)
 		}
 	})
 	pub.calls++

@@ -77,7 +77,7 @@ func teamDecideInput() models.DecideInput {
 	return models.DecideInput{
 		RunID:      "r1",
 		Supervisor: models.Agent{AgentID: "ts", Name: "lead", SystemPrompt: "You lead."},
-		Source:     models.TeamSupervisorSource(team),
+		Source:     models.TeamSupervisorSource(&models.Hierarchy{GlobalSupervisor: models.Agent{AgentID: "gs"}}, team),
 		Task:       "write a report",
 		Options:    []models.Option{{Name: "searcher", AgentID: "w-s"}, {Name: "Data Analyst", AgentID: "w-a"}},
 		Completed:  []string{"searcher"},

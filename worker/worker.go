@@ -52,6 +52,7 @@ func Register(r interface {
 }, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.RunWorkflow, workflow.RegisterOptions{Name: models.RunWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.TeamWorkflow, workflow.RegisterOptions{Name: models.TeamWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.SubAgentWorkflow, workflow.RegisterOptions{Name: models.SubAgentWorkflowName})
 	if acts != nil {
 		r.RegisterActivity(acts)
 	}

@@ -223,6 +223,8 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 		Instruction: w.in.Task,
 		Context:     teamContext(s.Teams),
 		RunOptions:  w.in.Options,
+		NoTools:     true,
+		MessageID:   newMessageID(ctx),
 	}).Get(ctx, &final); err != nil {
 		return nil, err
 	}
@@ -247,6 +249,7 @@ func (w *runWorkflow) runTeam(ctx workflow.Context, team *models.Team, instructi
 	s.CurrentTeam, s.ActiveAgentID = team.Name, team.Supervisor.AgentID
 	in := models.TeamInput{
 		RunID:         w.in.RunID,
+		RootAgentID:   w.hier.GlobalSupervisor.AgentID,
 		Turn:          turn,
 		Task:          w.in.Task,
 		Team:          *team,

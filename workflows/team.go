@@ -16,7 +16,7 @@ type TeamState struct {
 	Dispatched []string              `json:"dispatched"`
 	Warnings   []string              `json:"warnings"`
 	Usage      models.Usage          `json:"usage"`
-	EventSeq   int                   `json:"event_seq"`
+	Events     runSignaler           `json:"events"`
 }
 
 // TeamWorkflow runs one team turn: the team supervisor picks a worker and
@@ -25,9 +25,10 @@ type TeamState struct {
 // iteration limit is reached.
 func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult, error) {
 	in.Options = WithDefaults(in.Options)
-	s := &TeamState{Input: in}
+	s := &TeamState{Input: in, Events: runSignaler{RunID: in.RunID, Producer: models.TeamWorkflowID(in.RunID, in.Turn)}}
 	team := &s.Input.Team
-	source := models.TeamSupervisorSource(team)
+	root := &models.Hierarchy{GlobalSupervisor: models.Agent{AgentID: in.RootAgentID}}
+	source := models.TeamSupervisorSource(root, team)
 	finished := false
 	for s.Iteration < in.MaxIterations {
 		options := availableWorkers(team, s.Dispatched)
@@ -67,28 +68,25 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 			// against an activity version that does not.
 			msg := fmt.Sprintf("team supervisor of %q chose %q, which was not offered; dispatching %q instead", team.Name, d.Target, options[0].Name)
 			s.Warnings = append(s.Warnings, msg)
-			s.signalRun(ctx, source, models.CategorySystem, models.ActionWarning, map[string]any{"message": msg})
+			s.Events.emit(ctx, source, models.CategorySystem, models.ActionWarning, map[string]any{"message": msg})
 			d.Target = options[0].Name
 		}
 		worker := findWorker(team, d.Target)
-		rin := models.RespondInput{
-			RunID:       in.RunID,
-			Purpose:     models.PurposeWorker,
-			Agent:       *worker,
-			Source:      models.WorkerSource(team, worker),
-			Task:        in.Task,
-			Instruction: d.Instruction,
-			Context:     teamContext(in.PriorTeams),
-			RunOptions:  in.Options,
+		turn := &agentTurn{
+			RunID: in.RunID, Agent: *worker, Source: models.WorkerSource(root, team, worker), Task: in.Task,
+			Instruction: d.Instruction, Context: teamContext(in.PriorTeams), Purpose: models.PurposeWorker,
+			MessageID: newMessageID(ctx), Options: in.Options, Events: &s.Events,
 		}
 		if team.ShareContext {
-			rin.Context = append(rin.Context, workerContext(s.Outputs)...)
+			turn.Context = append(turn.Context, workerContext(s.Outputs)...)
 		}
-		var res models.RespondResult
-		wctx := llmContext(ctx, in.Options, agentSummary(team.Name, *worker, in.Options))
-		if err := workflow.ExecuteActivity(wctx, a.Respond, rin).Get(ctx, &res); err != nil {
+		tr, err := turn.run(ctx)
+		if err != nil {
 			return nil, err
 		}
+		s.Warnings = append(s.Warnings, tr.Warnings...)
+		res := tr.Answer
+		res.Usage = tr.Usage
 		s.Outputs = append(s.Outputs, models.WorkerOutput{
 			AgentID: worker.AgentID, Name: worker.Name, Instruction: d.Instruction,
 			Output: res.Output, Model: res.Model, Offline: res.Offline, Usage: res.Usage,
@@ -100,7 +98,7 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 	if !finished {
 		msg := fmt.Sprintf("team supervisor of %q reached its iteration limit (%d); ending the team's turn", team.Name, in.MaxIterations)
 		s.Warnings = append(s.Warnings, msg)
-		s.signalRun(ctx, source, models.CategorySystem, models.ActionWarning, map[string]any{"message": msg})
+		s.Events.emit(ctx, source, models.CategorySystem, models.ActionWarning, map[string]any{"message": msg})
 	}
 	return &models.TeamResult{
 		Output: models.TeamOutput{
@@ -110,27 +108,6 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 		Warnings:        s.Warnings,
 		SupervisorUsage: s.Usage,
 	}, nil
-}
-
-// signalRun appends an event the team workflow itself produces to the run's
-// log. The batch's producer is this child workflow, so a replayed signal is
-// applied once.
-func (s *TeamState) signalRun(ctx workflow.Context, source models.Source, category, action string, data map[string]any) {
-	s.EventSeq++
-	batch := models.EventBatch{
-		Producer: models.TeamWorkflowID(s.Input.RunID, s.Input.Turn),
-		Seq:      s.EventSeq,
-		Events: []models.Event{{
-			RunID:     s.Input.RunID,
-			Timestamp: models.FormatTimestamp(workflow.Now(ctx)),
-			Source:    source,
-			Event:     models.EventKind{Category: category, Action: action},
-			Data:      data,
-		}},
-	}
-	// Best effort: the event is informational and the turn's result carries
-	// the warning too.
-	_ = workflow.SignalExternalWorkflow(ctx, models.RunWorkflowID(s.Input.RunID), "", models.SignalEvents, batch).Get(ctx, nil)
 }
 
 func availableWorkers(team *models.Team, dispatched []string) []models.Option {

@@ -1,0 +1,135 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/op-stack/executor/llm"
+	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/store"
+	"github.com/op-stack/executor/tools"
+)
+
+// MaxToolAttempts bounds the attempts of one tool call. A transient tool
+// failure is retried until then; after that, and for any other failure,
+// the model gets the error as the tool's result.
+const MaxToolAttempts = 3
+
+// ErrSubAgentUnavailable is the error type of LoadSubAgent when the
+// sub-agent does not exist or is disabled.
+const ErrSubAgentUnavailable = "SubAgentUnavailable"
+
+// toolDefinitions are the tools an agent is offered: its registry tools,
+// plus delegate when it may call sub-agents.
+func (a *Activities) toolDefinitions(agent models.Agent) []llm.ToolDef {
+	var defs []llm.ToolDef
+	if a.Tools != nil {
+		defs = a.Tools.Definitions(agent.Tools)
+	}
+	if len(agent.SubAgents) > 0 {
+		params, _ := json.Marshal(map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"name": map[string]any{"type": "string", "enum": agent.SubAgents, "description": "the sub-agent to run"},
+				"task": map[string]any{"type": "string", "description": "what the sub-agent should do, with everything it needs to know"},
+			},
+			"required":             []string{"name", "task"},
+			"additionalProperties": false,
+		})
+		defs = append(defs, llm.ToolDef{
+			Name:        models.DelegateToolName,
+			Description: "Run a sub-agent on a task and get a short summary of its answer.",
+			Parameters:  params,
+		})
+	}
+	return defs
+}
+
+// RunTool runs one tool call and publishes its llm.tool_call and
+// llm.tool_result events, which share the call's tool_execution_id and both
+// carry the tool's name (spec 004). A failing tool is an error result for
+// the model, never a failed run.
+func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.ToolOutput, error) {
+	pub := a.newPublisher(ctx, in.RunID)
+	defer pub.close()
+	if pub.attempt == 1 {
+		pub.emit(pub.event(in.Source, models.CategoryLLM, models.ActionToolCall, ToolCallData(in.Call, in.ExecutionID)))
+	}
+	stop := a.heartbeat(ctx)
+	start := time.Now()
+	var (
+		content string
+		err     error
+	)
+	if a.Tools == nil {
+		err = fmt.Errorf("no tools are configured on this worker")
+	} else {
+		content, err = a.Tools.Execute(ctx, in.Call.Name, in.Call.Arguments)
+	}
+	stop()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil && tools.IsRetryable(err) && pub.attempt < MaxToolAttempts {
+		return nil, temporal.NewApplicationError(fmt.Sprintf("tool %s: %v", in.Call.Name, err), "ToolUnavailable")
+	}
+	out := &models.ToolOutput{Content: content, DurationMs: time.Since(start).Milliseconds()}
+	if err != nil {
+		out.Content, out.IsError = err.Error(), true
+	}
+	pub.emit(pub.event(in.Source, models.CategoryLLM, models.ActionToolResult, ToolResultData(in.Call.Name, in.ExecutionID, *out)))
+	return out, nil
+}
+
+// ToolCallData is an llm.tool_call event's data.
+func ToolCallData(call models.ToolCall, executionID string) map[string]any {
+	var args any = call.Arguments
+	var parsed map[string]any
+	if json.Unmarshal([]byte(call.Arguments), &parsed) == nil {
+		args = parsed
+	}
+	return map[string]any{"tool_name": call.Name, "arguments": args, "tool_execution_id": executionID, "tool_call_id": call.ID}
+}
+
+// ToolResultData is an llm.tool_result event's data.
+func ToolResultData(toolName, executionID string, out models.ToolOutput) map[string]any {
+	data := map[string]any{"tool_name": toolName, "tool_execution_id": executionID, "is_error": out.IsError, "duration_ms": out.DurationMs}
+	if out.IsError {
+		data["error"] = out.Content
+	} else {
+		data["result"] = out.Content
+	}
+	return data
+}
+
+// LoadSubAgent reads an enabled sub-agent definition by name.
+func (a *Activities) LoadSubAgent(ctx context.Context, name string) (*models.SubAgent, error) {
+	def, err := a.Store.GetSubAgentByName(ctx, name)
+	if err != nil {
+		if models.ErrorCode(err) == models.CodeSubAgentNotFound {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("sub-agent %q does not exist", name), ErrSubAgentUnavailable, nil)
+		}
+		return nil, err
+	}
+	if !def.Enabled {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("sub-agent %q is disabled", name), ErrSubAgentUnavailable, nil)
+	}
+	return def, nil
+}
+
+// saveMessage stores a turn's final output under its application-set id.
+func (a *Activities) saveMessage(ctx context.Context, in models.RespondInput, content string) error {
+	if a.Store == nil || in.MessageID == "" {
+		return nil
+	}
+	err := a.Store.SaveMessage(ctx, store.MessageFromSource(in.MessageID, in.RunID, in.ParentMessageID, content, in.Source))
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("save message %s: %w", in.MessageID, err)
+	}
+	return err
+}

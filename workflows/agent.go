@@ -1,0 +1,269 @@
+package workflows
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/op-stack/executor/activities"
+	"github.com/op-stack/executor/models"
+)
+
+// runSignaler appends events a child workflow produces itself (warnings,
+// delegation) to the run's log, by signalling the run's workflow. The
+// producer is the child workflow, and Seq counts its batches, so a batch is
+// applied once.
+type runSignaler struct {
+	RunID    string `json:"run_id"`
+	Producer string `json:"producer"`
+	Seq      int    `json:"seq"`
+}
+
+// emit sends one event and waits until it is delivered, so it precedes
+// whatever the workflow does next.
+func (r *runSignaler) emit(ctx workflow.Context, source models.Source, category, action string, data map[string]any) {
+	if category == models.CategoryLLM {
+		data["agent_id"] = source.AgentID
+		if _, ok := data["content"]; !ok {
+			data["content"] = ""
+		}
+		data["attempt"] = 1
+	}
+	r.Seq++
+	batch := models.EventBatch{Producer: r.Producer, Seq: r.Seq, Events: []models.Event{{
+		RunID:     r.RunID,
+		Timestamp: models.FormatTimestamp(workflow.Now(ctx)),
+		Source:    source,
+		Event:     models.EventKind{Category: category, Action: action},
+		Data:      data,
+	}}}
+	// Best effort: the event is informational; the turn's result carries
+	// what matters.
+	_ = workflow.SignalExternalWorkflow(ctx, models.RunWorkflowID(r.RunID), "", models.SignalEvents, batch).Get(ctx, nil)
+}
+
+// agentTurn is one turn of an agent that may use tools: a worker answering
+// its team supervisor's instruction, or a sub-agent doing a delegated task.
+type agentTurn struct {
+	RunID           string
+	Agent           models.Agent
+	Source          models.Source
+	Task            string
+	Instruction     string
+	Context         []models.ContextItem
+	Purpose         string
+	MessageID       string
+	ParentMessageID string
+	Options         models.RunOptions
+	Events          *runSignaler
+}
+
+// turnResult is a finished turn.
+type turnResult struct {
+	Answer   models.RespondResult
+	Usage    models.Usage
+	Warnings []string
+}
+
+// run loops: the model answers or asks for tool calls; each tool call runs
+// (a registry tool as its own activity, delegate as a child workflow) and
+// its result goes back to the model, up to the agent's iteration limit,
+// after which the model must answer without tools.
+func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
+	var (
+		res        turnResult
+		transcript []models.ChatMessage
+	)
+	limit := t.Agent.MaxIterations
+	if limit <= 0 {
+		limit = models.DefaultAgentIterations
+	}
+	summary := agentSummary(teamName(t.Source), t.Agent, t.Options)
+	for round := 1; ; round++ {
+		in := models.RespondInput{
+			RunID: t.RunID, Purpose: t.Purpose, Agent: t.Agent, Source: t.Source, Task: t.Task,
+			Instruction: t.Instruction, Context: t.Context, RunOptions: t.Options, Transcript: transcript,
+			NoTools: round > limit, MessageID: t.MessageID, ParentMessageID: t.ParentMessageID,
+		}
+		var answer models.RespondResult
+		if err := workflow.ExecuteActivity(llmContext(ctx, t.Options, summary), a.Respond, in).Get(ctx, &answer); err != nil {
+			return res, err
+		}
+		res.Usage = res.Usage.Add(answer.Usage)
+		if len(answer.ToolCalls) == 0 {
+			res.Answer = answer
+			return res, nil
+		}
+		transcript = append(transcript, models.ChatMessage{Role: "assistant", Content: answer.Output, ToolCalls: answer.ToolCalls})
+		for _, call := range answer.ToolCalls {
+			out, usage, err := t.callTool(ctx, call)
+			if err != nil {
+				return res, err
+			}
+			res.Usage = res.Usage.Add(usage)
+			content := out.Content
+			if out.IsError {
+				content = "error: " + content
+			}
+			transcript = append(transcript, models.ChatMessage{Role: "tool", ToolCallID: call.ID, Content: content})
+		}
+		if round == limit {
+			msg := fmt.Sprintf("%s %q reached its iteration limit (%d tool rounds); asking for its answer without tools", t.Source.AgentType, t.Source.AgentName, limit)
+			res.Warnings = append(res.Warnings, msg)
+			t.Events.emit(ctx, t.Source, models.CategorySystem, models.ActionWarning, map[string]any{"message": msg})
+		}
+	}
+}
+
+// callTool runs one tool call under a new tool_execution_id.
+func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models.ToolOutput, models.Usage, error) {
+	execID := newExecutionID(ctx)
+	if call.Name == models.DelegateToolName {
+		return t.delegate(ctx, call, execID)
+	}
+	tctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		HeartbeatTimeout:    t.Options.HeartbeatTimeout,
+		Summary:             fmt.Sprintf("tool %s · %s", call.Name, t.Source.AgentName),
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: t.Options.RetryInitial, BackoffCoefficient: 2, MaximumInterval: t.Options.RetryMax,
+			MaximumAttempts: activities.MaxToolAttempts,
+		},
+	})
+	var out models.ToolOutput
+	err := workflow.ExecuteActivity(tctx, a.RunTool, models.ToolInput{
+		RunID: t.RunID, Source: t.Source, ExecutionID: execID, Call: call, RunOptions: t.Options,
+	}).Get(ctx, &out)
+	return out, models.Usage{}, err
+}
+
+type delegateArgs struct {
+	Name string `json:"name"`
+	Task string `json:"task"`
+}
+
+// delegate runs a sub-agent as a child workflow, after the guard: the
+// target must be on the caller's allowlist, exist and be enabled, not be on
+// the call path already (a cycle), and not be nested deeper than its
+// max_depth. A refusal is an error result for the calling model and a
+// system.warning on the stream.
+func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID string) (models.ToolOutput, models.Usage, error) {
+	start := workflow.Now(ctx)
+	t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolCall, activities.ToolCallData(call, execID))
+	finish := func(out models.ToolOutput) models.ToolOutput {
+		out.DurationMs = workflow.Now(ctx).Sub(start).Milliseconds()
+		t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, activities.ToolResultData(call.Name, execID, out))
+		return out
+	}
+	refuse := func(format string, args ...any) (models.ToolOutput, models.Usage, error) {
+		msg := "delegation refused: " + fmt.Sprintf(format, args...)
+		t.Events.emit(ctx, t.Source, models.CategorySystem, models.ActionWarning, map[string]any{"message": msg, "tool_execution_id": execID})
+		return finish(models.ToolOutput{Content: msg, IsError: true}), models.Usage{}, nil
+	}
+
+	var args delegateArgs
+	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil || strings.TrimSpace(args.Name) == "" || strings.TrimSpace(args.Task) == "" {
+		return refuse(`the arguments must be {"name": <sub-agent>, "task": <text>}`)
+	}
+	if !contains(t.Agent.SubAgents, args.Name) {
+		return refuse("%q is not on the allowlist of %s %q (allowed: %s)", args.Name, t.Source.AgentType, t.Source.AgentName, strings.Join(t.Agent.SubAgents, ", "))
+	}
+	var def models.SubAgent
+	lctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrSubAgentUnavailable}},
+	})
+	if err := workflow.ExecuteActivity(lctx, a.LoadSubAgent, args.Name).Get(ctx, &def); err != nil {
+		return refuse("%s", failureMessage(err))
+	}
+	if contains(t.Source.Path, def.ID) {
+		return refuse("cycle: %q (agent_id %s) is already on the call path %s", def.Name, def.ID, strings.Join(t.Source.Path, " → "))
+	}
+	maxDepth := def.MaxDepth
+	if maxDepth <= 0 {
+		maxDepth = models.DefaultSubAgentMaxDepth
+	}
+	if level := t.Source.SubAgentLevel() + 1; level > maxDepth {
+		return refuse("depth: %q would run %d sub-agent levels deep, beyond its max_depth of %d", def.Name, level, maxDepth)
+	}
+
+	source := models.SubAgentSource(t.Source, &def)
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:          t.Events.Producer + "-sub-" + execID,
+		StaticSummary:       fmt.Sprintf("sub-agent %s · called by %s", def.Name, t.Source.AgentName),
+		StaticDetails:       args.Task,
+		WaitForCancellation: true,
+	})
+	var res models.SubAgentResult
+	err := workflow.ExecuteChildWorkflow(cctx, SubAgentWorkflow, models.SubAgentInput{
+		RunID: t.RunID, Definition: def, Source: source, Task: args.Task,
+		MessageID: newMessageID(ctx), ParentMessageID: t.MessageID, Options: t.Options,
+	}).Get(ctx, &res)
+	if err != nil {
+		if temporal.IsCanceledError(err) {
+			return models.ToolOutput{}, models.Usage{}, err
+		}
+		return finish(models.ToolOutput{Content: fmt.Sprintf("sub-agent %q failed: %s", def.Name, failureMessage(err)), IsError: true}), models.Usage{}, nil
+	}
+	result, _ := json.Marshal(map[string]any{"ok": true, "sub_agent": def.Name, "message_id": res.MessageID, "summary": res.Summary})
+	return finish(models.ToolOutput{Content: string(result)}), res.Usage, nil
+}
+
+// subAgentSummaryChars bounds what a sub-agent returns to its caller; the
+// whole answer is on the stream and stored as its message.
+const subAgentSummaryChars = 2000
+
+// SubAgentWorkflow runs a sub-agent on a delegated task: one agent turn,
+// with its own tools and sub-agents, and returns a short summary.
+func SubAgentWorkflow(ctx workflow.Context, in models.SubAgentInput) (*models.SubAgentResult, error) {
+	in.Options = WithDefaults(in.Options)
+	turn := &agentTurn{
+		RunID: in.RunID, Agent: in.Definition.Agent(), Source: in.Source, Task: in.Task, Instruction: in.Task,
+		Purpose: models.PurposeWorker, MessageID: in.MessageID, ParentMessageID: in.ParentMessageID, Options: in.Options,
+		Events: &runSignaler{RunID: in.RunID, Producer: workflow.GetInfo(ctx).WorkflowExecution.ID},
+	}
+	res, err := turn.run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	summary := res.Answer.Output
+	if r := []rune(summary); len(r) > subAgentSummaryChars {
+		summary = string(r[:subAgentSummaryChars]) + " …[truncated; the full answer is message " + in.MessageID + "]"
+	}
+	return &models.SubAgentResult{MessageID: in.MessageID, Summary: summary, Usage: res.Usage}, nil
+}
+
+// newExecutionID returns a tool_execution_id ("exec_" + 12 hex, spec 004),
+// recorded in the history so a replay sees the same one.
+func newExecutionID(ctx workflow.Context) string {
+	return randomID(ctx, "exec_", 6)
+}
+
+// newMessageID returns an application-set message id (spec 003).
+func newMessageID(ctx workflow.Context) string {
+	return randomID(ctx, "msg_", 12)
+}
+
+func randomID(ctx workflow.Context, prefix string, n int) string {
+	var id string
+	encoded := workflow.SideEffect(ctx, func(workflow.Context) any {
+		b := make([]byte, n)
+		_, _ = rand.Read(b)
+		return prefix + hex.EncodeToString(b)
+	})
+	_ = encoded.Get(&id)
+	return id
+}
+
+func teamName(s models.Source) string {
+	if s.TeamName == nil {
+		return ""
+	}
+	return *s.TeamName
+}
