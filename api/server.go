@@ -26,6 +26,10 @@ type Options struct {
 	// EventQuerier reads live runs' events from their workflows; nil uses
 	// Runs.Temporal. Tests set a fake here.
 	EventQuerier EventQuerier
+	// Tools validates the tool keys that sub-agents and workers list; nil
+	// knows no tool, so any key is refused. The tools package's *Registry
+	// fits here.
+	Tools ToolCatalog
 }
 
 // Server serves the HTTP API.
@@ -36,6 +40,7 @@ type Server struct {
 	maxBodyBytes int64
 	router       *gin.Engine
 	streams      *hub
+	tools        ToolCatalog
 }
 
 // ExecutorPrefix is the path prefix of contract 002's endpoints.
@@ -50,6 +55,10 @@ func NewServer(opts Options) *Server {
 		log:          opts.Logger,
 		maxBodyBytes: opts.MaxBodyBytes,
 		router:       gin.New(),
+		tools:        opts.Tools,
+	}
+	if s.tools == nil {
+		s.tools = noToolCatalog{}
 	}
 	if s.maxBodyBytes <= 0 {
 		s.maxBodyBytes = 1 << 20
@@ -76,12 +85,20 @@ func NewServer(opts Options) *Server {
 	h.POST("/delete", s.deleteHierarchy)
 	h.POST("/list", s.listHierarchies)
 
+	sa := v1.Group("/subagents")
+	sa.POST("/create", s.createSubAgent)
+	sa.POST("/get", s.getSubAgent)
+	sa.POST("/update", s.updateSubAgent)
+	sa.POST("/delete", s.deleteSubAgent)
+	sa.POST("/list", s.listSubAgents)
+
 	runs := v1.Group("/runs", s.requireRuns)
 	runs.POST("/start", s.startRun)
 	runs.POST("/get", s.getRun)
 	runs.POST("/list", s.listRuns)
 	runs.POST("/cancel", s.cancelRun)
 	runs.POST("/events", s.listEvents)
+	runs.POST("/messages", s.listMessages)
 	runs.POST("/stream", s.streamRunPOST)
 	runs.GET("/:id/stream", s.streamRunGET)
 	return s

@@ -19,6 +19,7 @@ import (
 	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
+	"github.com/op-stack/executor/tools"
 	"github.com/op-stack/executor/worker"
 )
 
@@ -65,11 +66,22 @@ func NewLLM(cfg config.Config) (*llm.Router, error) {
 	})
 }
 
+// NewTools builds the tool registry: the built-ins and tools.Custom().
+func NewTools(cfg config.Config) *tools.Registry {
+	return tools.Default(tools.Config{
+		HTTPAllowedHosts: cfg.ToolsHTTPAllowedHosts,
+		HTTPAllowPrivate: cfg.ToolsHTTPAllowPrivate,
+		HTTPMaxBytes:     int64(cfg.ToolsHTTPMaxBytes),
+		HTTPTimeout:      cfg.ToolsHTTPTimeout,
+	})
+}
+
 // NewWorker builds the Temporal worker with the run's activities.
 func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client, router llm.Client) sdkworker.Worker {
 	acts := &activities.Activities{
 		Store:             st,
 		LLM:               router,
+		Tools:             NewTools(cfg),
 		Events:            activities.SignalSink{Client: tc},
 		Log:               log,
 		HeartbeatInterval: heartbeatInterval(cfg.LLMHeartbeatTimeout),
@@ -84,6 +96,7 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 		Store:        st,
 		Logger:       log,
 		MaxBodyBytes: cfg.MaxBodyBytes,
+		Tools:        NewTools(cfg),
 		Runs:         &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg)},
 		Stream: api.StreamOptions{
 			PollInterval:     cfg.SSEPollInterval,

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -51,6 +52,12 @@ type Config struct {
 	LLMRetryMax         time.Duration
 	ContextCharLimit    int
 	ContinueAsNewAfter  int
+
+	// Built-in tools.
+	ToolsHTTPAllowedHosts []string
+	ToolsHTTPAllowPrivate bool
+	ToolsHTTPMaxBytes     int
+	ToolsHTTPTimeout      time.Duration
 
 	// Event streaming.
 	EventFlushInterval  time.Duration
@@ -102,6 +109,10 @@ var vars = []Var{
 	{"LLM_RETRY_INITIAL", "1s", "First retry delay; doubles per attempt. A provider's Retry-After overrides it.", durationVar(func(c *Config, d time.Duration) { c.LLMRetryInitial = d })},
 	{"LLM_RETRY_MAX", "30s", "Longest retry delay.", durationVar(func(c *Config, d time.Duration) { c.LLMRetryMax = d })},
 	{"CONTINUE_AS_NEW_AFTER", "10000", "History length past which a run's workflow continues as new between team turns (Temporal's limits: 51,200 events, 10,000 signals per execution).", intVar(func(c *Config, n int) { c.ContinueAsNewAfter = n })},
+	{"TOOLS_HTTP_ALLOWED_HOSTS", "", "Hosts the `http_get` tool may fetch, comma-separated (`example.com`, or `.example.com` for its subdomains). Empty: any public host.", func(c *Config, v string) error { c.ToolsHTTPAllowedHosts = splitList(v); return nil }},
+	{"TOOLS_HTTP_ALLOW_PRIVATE", "false", "Let `http_get` reach loopback, private, link-local and CGNAT addresses (off: such URLs are refused, also after DNS resolution and redirects).", boolVar(func(c *Config, b bool) { c.ToolsHTTPAllowPrivate = b })},
+	{"TOOLS_HTTP_MAX_BYTES", "1048576", "Largest response body `http_get` returns; longer ones are cut.", intVar(func(c *Config, n int) { c.ToolsHTTPMaxBytes = n })},
+	{"TOOLS_HTTP_TIMEOUT", "10s", "Time limit of one `http_get` request.", durationVar(func(c *Config, d time.Duration) { c.ToolsHTTPTimeout = d })},
 	{"EVENT_FLUSH_INTERVAL", "200ms", "Longest an activity holds streamed deltas before signalling them to the run's workflow (the first delta of a call goes at once).", durationVar(func(c *Config, d time.Duration) { c.EventFlushInterval = d })},
 	{"SSE_POLL_INTERVAL", "50ms", "How often the API's poller of a live run queries its workflow for new events while events are flowing.", durationVar(func(c *Config, d time.Duration) { c.SSEPollInterval = d })},
 	{"SSE_IDLE_POLL_INTERVAL", "500ms", "The poller's interval once a run has been quiet for a while.", durationVar(func(c *Config, d time.Duration) { c.SSEIdlePollInterval = d })},
@@ -143,6 +154,16 @@ func intVar(set func(*Config, int)) func(*Config, string) error {
 		set(c, n)
 		return nil
 	}
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func boolVar(set func(*Config, bool)) func(*Config, string) error {
