@@ -11,7 +11,9 @@ import (
 	"github.com/op-stack/executor/store"
 )
 
-func toolCall(name, args string) llmfake.ToolCall { return llmfake.ToolCall{Name: name, Arguments: args} }
+func toolCall(name, args string) llmfake.ToolCall {
+	return llmfake.ToolCall{Name: name, Arguments: args}
+}
 
 func delegateCall(name, task string) llmfake.ToolCall {
 	raw, _ := json.Marshal(map[string]string{"name": name, "task": task})
