@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -38,7 +39,9 @@ func RunOptions(cfg config.Config) models.RunOptions {
 }
 
 // NewLLM builds the model router from the configuration. Keys go from the
-// environment straight into the provider clients and nowhere else.
+// environment straight into the provider clients and nowhere else; AWS
+// credentials are not even read here: the AWS SDK finds them itself when
+// Bedrock is first used.
 func NewLLM(cfg config.Config) (*llm.Router, error) {
 	table, err := llm.ParseModelTable(cfg.LLMModels)
 	if err != nil {
@@ -54,6 +57,14 @@ func NewLLM(cfg config.Config) (*llm.Router, error) {
 	if cfg.CompatibleBaseURL != "" {
 		providers = append(providers, llm.ProviderConfig{Name: "compatible", BaseURL: cfg.CompatibleBaseURL, APIKey: cfg.CompatibleAPIKey})
 	}
+	// "auto" looks only at variables, so that a machine without AWS never
+	// waits on the EC2 metadata service; instance roles need "true".
+	var bedrock *llm.BedrockConfig
+	if cfg.AWSBedrockEnabled == "true" || (cfg.AWSBedrockEnabled == "auto" && llm.BedrockCredentialsInEnv(os.Getenv)) {
+		// No HTTP client: the SDK's own honours AWS_CA_BUNDLE and has no
+		// overall timeout either.
+		bedrock = &llm.BedrockConfig{Endpoint: cfg.AWSBedrockEndpoint}
+	}
 	return llm.NewRouter(llm.RouterConfig{
 		Providers:         providers,
 		Models:            table,
@@ -62,7 +73,12 @@ func NewLLM(cfg config.Config) (*llm.Router, error) {
 		OfflineTokenDelay: cfg.OfflineTokenDelay,
 		// No client timeout: a stream lasts as long as the activity's
 		// start-to-close timeout allows, which cancels its context.
-		HTTPClient: &http.Client{},
+		HTTPClient:      &http.Client{},
+		Bedrock:         bedrock,
+		AllowedBaseURLs: cfg.LLMAllowedBaseURLs,
+		// The config package's variable name, where the default hint is
+		// vaguer.
+		Hints: map[string]string{llm.ProviderCompatible: "set COMPATIBLE_BASE_URL"},
 	})
 }
 
@@ -90,14 +106,19 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 	return worker.New(tc, acts, worker.Options{TaskQueue: cfg.TaskQueue, StopTimeout: cfg.ShutdownTimeout})
 }
 
-// NewAPI builds the HTTP API.
-func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client) *api.Server {
+// NewAPI builds the HTTP API. router checks runs' models before they start
+// (the API reads the same provider configuration as the worker).
+func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client, router *llm.Router) *api.Server {
+	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg)}
+	if router != nil {
+		runs.Models = router
+	}
 	return api.NewServer(api.Options{
 		Store:        st,
 		Logger:       log,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Tools:        NewTools(cfg),
-		Runs:         &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg)},
+		Runs:         runs,
 		Stream: api.StreamOptions{
 			PollInterval:     cfg.SSEPollInterval,
 			IdlePollInterval: cfg.SSEIdlePollInterval,

@@ -43,6 +43,15 @@ type Config struct {
 	LLMDefaultModel    string
 	LLMDefaultProvider string
 	OfflineTokenDelay  time.Duration
+	// LLMAllowedBaseURLs are the base URLs an agent's llm_config may name
+	// besides its provider's own; calls to them carry the provider's key.
+	LLMAllowedBaseURLs []string
+
+	// AWS Bedrock. Its credentials and region are read by the AWS SDK
+	// from its own variables (AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_REGION,
+	// …), never through this package.
+	AWSBedrockEnabled  string // "auto", "true" or "false"
+	AWSBedrockEndpoint string
 
 	// Engine settings copied into each run's options at start.
 	LLMCallTimeout      time.Duration
@@ -102,6 +111,16 @@ var vars = []Var{
 	{"LLM_MODELS", "", "Model table: `model=provider[:upstream_model]`, comma-separated, e.g. `gemini-2.0-flash=openrouter:google/gemini-2.0-flash-001,gpt-4o=openai`. Models not listed go to `LLM_DEFAULT_PROVIDER`.", func(c *Config, v string) error { c.LLMModels = v; return nil }},
 	{"LLM_DEFAULT_MODEL", "gemini-2.0-flash", "Model of agents that name none (contract 002's default).", func(c *Config, v string) error { c.LLMDefaultModel = v; return nil }},
 	{"LLM_DEFAULT_PROVIDER", "", "Provider of models not in `LLM_MODELS`. Empty: the first configured of `openai`, `openrouter`, `compatible`; with none configured, the built-in `offline` model.", func(c *Config, v string) error { c.LLMDefaultProvider = v; return nil }},
+	{"LLM_ALLOWED_BASE_URLS", "", "Base URLs an agent's `llm_config.base_url` may name besides its provider's configured one (and `https://api.openai.com/v1` / `https://openrouter.ai/api/v1`, which mean the provider itself), comma-separated. Calls to them carry the provider's key; any other base URL is refused.", func(c *Config, v string) error { c.LLMAllowedBaseURLs = splitList(v); return nil }},
+	{"AWS_BEDROCK_ENABLED", "auto", "Configure the `aws_bedrock` provider: `true`, `false`, or `auto`: only when the environment holds AWS credentials (`AWS_ACCESS_KEY_ID` with `AWS_SECRET_ACCESS_KEY`, `AWS_PROFILE`, `AWS_BEARER_TOKEN_BEDROCK`, web identity or container credentials). Set `true` to use an EC2 instance role.", func(c *Config, v string) error {
+		switch v = strings.ToLower(strings.TrimSpace(v)); v {
+		case "auto", "true", "false":
+			c.AWSBedrockEnabled = v
+			return nil
+		}
+		return fmt.Errorf("want auto, true or false, got %q", v)
+	}},
+	{"AWS_BEDROCK_ENDPOINT", "", "Endpoint of the `aws_bedrock` provider for every region, e.g. a VPC endpoint or a test fake. Empty: AWS's regional endpoints.", func(c *Config, v string) error { c.AWSBedrockEndpoint = v; return nil }},
 	{"OFFLINE_TOKEN_DELAY", "30ms", "Delay between the offline model's tokens, so its streaming can be watched.", durationVar(func(c *Config, d time.Duration) { c.OfflineTokenDelay = d })},
 	{"LLM_CALL_TIMEOUT", "5m", "Longest one LLM call (one activity attempt) may take.", durationVar(func(c *Config, d time.Duration) { c.LLMCallTimeout = d })},
 	{"LLM_HEARTBEAT_TIMEOUT", "15s", "An LLM call whose worker has not heartbeated for this long is retried elsewhere.", durationVar(func(c *Config, d time.Duration) { c.LLMHeartbeatTimeout = d })},

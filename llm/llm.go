@@ -1,6 +1,8 @@
 // Package llm reaches language models: OpenAI, OpenRouter and any
 // OpenAI-compatible endpoint through go-openai's streaming chat completions,
-// plus a built-in offline model for machines without a provider.
+// AWS Bedrock through the AWS SDK's ConverseStream, plus a built-in offline
+// model for machines without a provider. A Router picks the provider of
+// each request, by model table or by the request's own llm_config.
 //
 // Retries are not done here: a failed call returns an *Error that says
 // whether it is worth retrying, and the caller (a Temporal activity) owns the
@@ -59,6 +61,11 @@ type Request struct {
 	MaxTokens   *int        `json:"max_tokens,omitempty"`
 	Tools       []ToolDef   `json:"tools,omitempty"`
 	JSONSchema  *JSONSchema `json:"json_schema,omitempty"`
+	// Provider, BaseURL and Region override the model table for one agent
+	// (spec 001's llm_config); empty means route by model.
+	Provider string `json:"provider,omitempty"`
+	BaseURL  string `json:"base_url,omitempty"`
+	Region   string `json:"region,omitempty"`
 }
 
 // Delta is a piece of a streamed answer: content or reasoning text.

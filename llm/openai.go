@@ -421,6 +421,12 @@ func (c *OpenAICompatible) scrub(msg string) string {
 	if len(c.apiKey) >= 8 {
 		msg = strings.ReplaceAll(msg, c.apiKey, "[redacted]")
 	}
+	return boundMessage(msg)
+}
+
+// boundMessage trims msg and cuts it to maxMessageLen bytes on a rune
+// boundary.
+func boundMessage(msg string) string {
 	msg = strings.TrimSpace(msg)
 	if len(msg) > maxMessageLen {
 		cut := maxMessageLen

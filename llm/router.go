@@ -7,10 +7,14 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/op-stack/executor/models"
 )
 
 // Provider names the router knows without being told.
@@ -21,8 +25,22 @@ const (
 )
 
 // defaultProviderOrder is the order in which a configured provider becomes
-// the default when RouterConfig.DefaultProvider is empty.
+// the default when RouterConfig.DefaultProvider is empty. aws_bedrock is
+// not in it: AWS credentials on a machine are often there for other
+// reasons, and Bedrock does not know the default model's name, so it
+// serves only models routed to it explicitly.
 var defaultProviderOrder = []string{ProviderOpenAI, ProviderOpenRouter, ProviderCompatible}
+
+// builtinProviders are the provider names a request may use whether or not
+// they are configured (spec 001's llm_config providers).
+var builtinProviders = []string{ProviderOpenAI, ProviderOpenRouter, ProviderCompatible, ProviderBedrock, OfflineProvider}
+
+// publicBaseURLs are the well-known endpoints of providers: an agent that
+// names one just means "that provider", and gets its configured endpoint.
+var publicBaseURLs = map[string]string{
+	ProviderOpenAI:     OpenAIBaseURL,
+	ProviderOpenRouter: OpenRouterBaseURL,
+}
 
 // DefaultMissingProviderHints tell an operator how to configure a provider
 // that a model routes to but that is missing. RouterConfig.Hints overrides
@@ -31,6 +49,7 @@ var DefaultMissingProviderHints = map[string]string{
 	ProviderOpenAI:     "set OPENAI_API_KEY",
 	ProviderOpenRouter: "set OPENROUTER_API_KEY",
 	ProviderCompatible: "set the compatible provider's base URL",
+	ProviderBedrock:    BedrockHint,
 }
 
 // ModelRoute says which provider serves a model id, and under which name.
@@ -106,6 +125,14 @@ type RouterConfig struct {
 	HTTPClient *http.Client
 	// Hints override DefaultMissingProviderHints, keyed by provider name.
 	Hints map[string]string
+	// Bedrock configures the aws_bedrock provider; nil leaves it out. It
+	// does not inherit HTTPClient (see BedrockConfig.HTTPClient).
+	Bedrock *BedrockConfig
+	// AllowedBaseURLs are the base URLs a request may name (Request.BaseURL,
+	// spec 001's llm_config base_url) for an OpenAI-compatible provider
+	// besides the provider's own. Calls to them carry that provider's key,
+	// which is why a caller cannot choose any other URL.
+	AllowedBaseURLs []string
 }
 
 // Route is where one model id goes.
@@ -144,6 +171,13 @@ type Router struct {
 	defaultModel    string
 	defaultProvider string
 	hints           map[string]string
+
+	providers map[string]ProviderConfig // the OpenAI-compatible ones, for clients on allowed base URLs
+	bedrock   *Bedrock
+	allowed   map[string]string // normalised allowed base URL -> as configured
+
+	extraMu sync.Mutex
+	extra   map[string]Client // provider + " " + normalised base URL
 }
 
 // NewRouter builds the provider clients. It fails on configuration that
@@ -153,10 +187,13 @@ type Router struct {
 // using other models still work.
 func NewRouter(cfg RouterConfig) (*Router, error) {
 	r := &Router{
-		clients:  map[string]Client{OfflineProvider: NewOffline(cfg.OfflineTokenDelay)},
-		baseURLs: map[string]string{},
-		models:   map[string]ModelRoute{},
-		hints:    map[string]string{},
+		clients:   map[string]Client{OfflineProvider: NewOffline(cfg.OfflineTokenDelay)},
+		baseURLs:  map[string]string{},
+		models:    map[string]ModelRoute{},
+		hints:     map[string]string{},
+		providers: map[string]ProviderConfig{},
+		allowed:   map[string]string{},
+		extra:     map[string]Client{},
 	}
 	for name, h := range DefaultMissingProviderHints {
 		r.hints[name] = h
@@ -170,6 +207,8 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 			return nil, errors.New("llm router: a provider has no name")
 		case p.Name == OfflineProvider:
 			return nil, errors.New("llm router: provider name \"offline\" is reserved for the built-in offline model")
+		case p.Name == ProviderBedrock:
+			return nil, errors.New("llm router: aws_bedrock is not OpenAI-compatible; configure it through RouterConfig.Bedrock")
 		case r.clients[p.Name] != nil:
 			return nil, fmt.Errorf("llm router: provider %q is configured twice", p.Name)
 		case p.Name == ProviderCompatible && p.BaseURL == "":
@@ -186,7 +225,27 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		}
 		c := NewOpenAICompatible(p)
 		r.clients[p.Name] = c
+		r.providers[p.Name] = p
 		r.baseURLs[p.Name] = redactURL(baseURLFor(p))
+	}
+	if cfg.Bedrock != nil {
+		b, err := NewBedrock(*cfg.Bedrock)
+		if err != nil {
+			return nil, fmt.Errorf("llm router: %w", err)
+		}
+		r.bedrock = b
+		r.clients[ProviderBedrock] = b
+		r.baseURLs[ProviderBedrock] = describeBedrock(*cfg.Bedrock)
+	}
+	for _, raw := range cfg.AllowedBaseURLs {
+		if strings.TrimSpace(raw) == "" {
+			continue
+		}
+		norm, err := normalizeBaseURL(raw)
+		if err != nil {
+			return nil, fmt.Errorf("llm router: allowed base URL %s: %w", redactURL(raw), err)
+		}
+		r.allowed[norm] = strings.TrimSpace(raw)
 	}
 	for model, route := range cfg.Models {
 		if route.UpstreamModel == "" {
@@ -268,23 +327,264 @@ func (r *Router) hint(provider string) string {
 	return "no such provider is configured (configured: " + strings.Join(known, ", ") + ")"
 }
 
-// Stream resolves req.Model and runs the request on its provider, sending
-// the upstream model name but reporting the caller's model id, so usage and
-// events stay keyed by the names users gave. A model that cannot be
-// resolved fails with a non-retryable *Error wrapping the *RouteError.
+// target is where one request goes: the route, the client to call and,
+// for Bedrock, the region.
+type target struct {
+	route  Route
+	client Client
+	region string
+}
+
+// resolveRequest is the one place that decides where a request goes, so
+// that Check and Stream can never disagree. Its errors are *RouteError
+// (the model table routes to a missing provider, or no model at all) or
+// *models.Error (a per-request provider, base URL or region that cannot
+// be honoured).
+func (r *Router) resolveRequest(req Request) (target, error) {
+	var t target
+	provider := strings.ToLower(strings.TrimSpace(req.Provider))
+	if provider == "" {
+		route, err := r.Resolve(req.Model)
+		if err != nil {
+			return t, err
+		}
+		t.route = route
+	} else {
+		route, err := r.resolveProvider(req.Model, provider)
+		if err != nil {
+			return t, err
+		}
+		t.route = route
+	}
+	t.client = r.clients[t.route.Provider]
+	t.region = strings.TrimSpace(req.Region)
+	if t.route.Provider == ProviderBedrock && t.region != "" && !regionPattern.MatchString(t.region) {
+		return t, &models.Error{Code: models.CodeInvalidConfig, Field: "region",
+			Message: fmt.Sprintf("region %q is not an AWS region name (such as us-east-1)", truncate(t.region, 40))}
+	}
+	if base := strings.TrimSpace(req.BaseURL); base != "" {
+		if err := r.applyBaseURL(&t, base); err != nil {
+			return t, err
+		}
+	}
+	return t, nil
+}
+
+// resolveProvider routes a model to the provider a request names. The
+// table still supplies the upstream name when it lists the model for that
+// same provider; otherwise the model goes upstream as given.
+func (r *Router) resolveProvider(model, provider string) (Route, error) {
+	if !r.knownProvider(provider) {
+		return Route{}, &models.Error{Code: models.CodeProviderNotSupported, Field: "provider",
+			Message: fmt.Sprintf("provider %q is not supported; supported providers: %s", truncate(provider, 40), strings.Join(r.ProviderNames(), ", "))}
+	}
+	if r.clients[provider] == nil {
+		msg := fmt.Sprintf("provider %s is not configured", provider)
+		if h := r.hint(provider); h != "" {
+			msg += ": " + h
+		}
+		return Route{}, &models.Error{Code: models.CodeMissingAPIKey, Field: "provider", Message: msg}
+	}
+	if model == "" {
+		model = r.defaultModel
+	}
+	if model == "" {
+		if provider != OfflineProvider {
+			return Route{}, &RouteError{}
+		}
+		model = OfflineProvider
+	}
+	upstream := model
+	if mr, ok := r.models[model]; ok && mr.Provider == provider {
+		upstream = mr.UpstreamModel
+	}
+	return Route{Model: model, Provider: provider, UpstreamModel: upstream, Offline: provider == OfflineProvider}, nil
+}
+
+func (r *Router) knownProvider(name string) bool {
+	return slices.Contains(builtinProviders, name) || r.clients[name] != nil
+}
+
+// ProviderNames lists, sorted, every provider name a request may name:
+// the built-in ones (openai, openrouter, compatible, aws_bedrock, offline)
+// and any other configured one. HasProvider tells which are configured.
+func (r *Router) ProviderNames() []string {
+	names := slices.Clone(builtinProviders)
+	for name := range r.clients {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ConfiguredProviders lists, sorted, the providers that can serve calls
+// ("offline" always can).
+func (r *Router) ConfiguredProviders() []string {
+	return slices.Sorted(maps.Keys(r.clients))
+}
+
+// applyBaseURL honours a request's base URL, or refuses it. A base URL
+// chosen by whoever writes a hierarchy would receive the provider's key, so
+// only the provider's own endpoints and LLM_ALLOWED_BASE_URLS are
+// accepted.
+func (r *Router) applyBaseURL(t *target, base string) error {
+	provider := t.route.Provider
+	norm, err := normalizeBaseURL(base)
+	if err != nil {
+		return &models.Error{Code: models.CodeInvalidConfig, Field: "base_url", Message: "base_url " + err.Error()}
+	}
+	refuse := func(why string) error {
+		return &models.Error{Code: models.CodeInvalidConfig, Field: "base_url",
+			Message: fmt.Sprintf("base_url %s is not allowed for provider %s: %s", redactURL(norm), provider, why)}
+	}
+	switch provider {
+	case OfflineProvider:
+		return refuse("the offline model has no endpoint")
+	case ProviderBedrock:
+		// AWS's public endpoint of a region means "Bedrock in that region";
+		// the configured endpoint override means itself.
+		if ep := r.bedrock.Endpoint(); ep != "" {
+			if n, err := normalizeBaseURL(ep); err == nil && n == norm {
+				return nil
+			}
+		}
+		if m := bedrockEndpointPattern.FindStringSubmatch(norm); m != nil {
+			if t.region != "" && t.region != m[1] {
+				return &models.Error{Code: models.CodeInvalidConfig, Field: "base_url",
+					Message: fmt.Sprintf("base_url names region %s but region is %s", m[1], t.region)}
+			}
+			t.region = m[1]
+			return nil
+		}
+		return refuse("Bedrock takes a region, or AWS_BEDROCK_ENDPOINT for every agent")
+	}
+	pc, ok := r.providers[provider]
+	if !ok {
+		return refuse("the provider is not OpenAI-compatible")
+	}
+	if own, err := normalizeBaseURL(baseURLFor(pc)); err == nil && own == norm {
+		return nil
+	}
+	if pub, ok := publicBaseURLs[provider]; ok {
+		if n, _ := normalizeBaseURL(pub); n == norm {
+			return nil // the provider's configured endpoint serves it
+		}
+	}
+	configured, ok := r.allowed[norm]
+	if !ok {
+		return refuse("it is neither the provider's configured base URL nor listed in LLM_ALLOWED_BASE_URLS")
+	}
+	key := provider + " " + norm
+	r.extraMu.Lock()
+	defer r.extraMu.Unlock()
+	c, ok := r.extra[key]
+	if !ok {
+		c = NewOpenAICompatible(ProviderConfig{Name: provider, BaseURL: configured, APIKey: pc.APIKey, HTTPClient: pc.HTTPClient})
+		r.extra[key] = c
+	}
+	t.client = c
+	return nil
+}
+
+// bedrockEndpointPattern matches AWS's public Bedrock runtime endpoints
+// (normalised: no trailing slash) and captures the region.
+var bedrockEndpointPattern = regexp.MustCompile(`^https://bedrock-runtime(?:-fips)?\.([a-z]{2}(?:-[a-z]+)+-[0-9]{1,2})\.amazonaws\.com(?:\.cn)?$`)
+
+// normalizeBaseURL makes equal base URLs compare equal: scheme and host in
+// lower case, no trailing slashes, no fragment.
+func normalizeBaseURL(raw string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", errors.New("must be an absolute http(s) URL")
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	u.Host = strings.ToLower(u.Host)
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	u.Fragment, u.RawFragment = "", ""
+	return u.String(), nil
+}
+
+// Check tells whether a run could call the model with this provider and
+// base URL, resolving exactly as Stream would but calling no model: an
+// agent of a hierarchy is checked before its run starts. It returns nil or a
+// *models.Error: CodeProviderNotSupported for a provider that does not
+// exist, CodeMissingAPIKey (naming the variables to set) for one that is
+// not configured, CodeInvalidConfig for a base URL or region that is not
+// allowed. See CheckRequest for agents that name a region.
+func (r *Router) Check(model, provider, baseURL string) error {
+	return r.CheckRequest(Request{Model: model, Provider: provider, BaseURL: baseURL})
+}
+
+// CheckRequest is Check for a request's Model, Provider, BaseURL and
+// Region. For aws_bedrock it also checks that a region is known and that
+// the AWS credential chain yields credentials: the chain is asked at most
+// once (5s timeout), a success remembered, a failure for 30s.
+func (r *Router) CheckRequest(req Request) error {
+	t, err := r.resolveRequest(req)
+	if err != nil {
+		return r.checkError(err)
+	}
+	if t.route.Provider == ProviderBedrock {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return r.bedrock.CheckSetup(ctx, t.region)
+	}
+	return nil
+}
+
+// checkError turns a resolution error into the *models.Error the API
+// answers with.
+func (r *Router) checkError(err error) error {
+	var me *models.Error
+	if errors.As(err, &me) {
+		return me
+	}
+	var re *RouteError
+	if !errors.As(err, &re) {
+		return err
+	}
+	switch {
+	case re.Provider == "":
+		return &models.Error{Code: models.CodeInvalidConfig, Field: "model", Message: re.Error(), Err: err}
+	case !r.knownProvider(re.Provider):
+		return &models.Error{Code: models.CodeProviderNotSupported, Field: "model", Err: err,
+			Message: fmt.Sprintf("model %s routes to provider %q, which is not supported; supported providers: %s", re.Model, re.Provider, strings.Join(r.ProviderNames(), ", "))}
+	default:
+		return &models.Error{Code: models.CodeMissingAPIKey, Field: "model", Message: re.Error(), Err: err}
+	}
+}
+
+// Stream resolves the request and runs it on its provider, sending the
+// upstream model name but reporting the caller's model id, so usage and
+// events stay keyed by the names users gave. req.Provider, req.BaseURL and
+// req.Region override the model table as Check describes; req.Region
+// applies to aws_bedrock only. A request that cannot be routed fails with
+// a non-retryable *Error wrapping the *RouteError or *models.Error.
 func (r *Router) Stream(ctx context.Context, req Request, onDelta func(Delta)) (*Response, error) {
-	route, err := r.Resolve(req.Model)
+	t, err := r.resolveRequest(req)
 	if err != nil {
 		provider := "llm"
 		var re *RouteError
 		if errors.As(err, &re) && re.Provider != "" {
 			provider = re.Provider
+		} else if p := strings.ToLower(strings.TrimSpace(req.Provider)); p != "" && r.knownProvider(p) {
+			provider = p
 		}
-		return nil, &Error{Provider: provider, Model: req.Model, Message: err.Error(), Cause: err}
+		msg := err.Error()
+		var me *models.Error
+		if errors.As(err, &me) {
+			msg = me.Message
+		}
+		return nil, &Error{Provider: provider, Model: req.Model, Message: msg, Cause: err}
 	}
+	route := t.route
 	upstream := req
 	upstream.Model = route.UpstreamModel
-	resp, err := r.clients[route.Provider].Stream(ctx, upstream, onDelta)
+	upstream.Provider, upstream.BaseURL, upstream.Region = route.Provider, "", t.region
+	resp, err := t.client.Stream(ctx, upstream, onDelta)
 	var le *Error
 	if errors.As(err, &le) {
 		le.Model = route.Model
@@ -298,6 +598,19 @@ func (r *Router) Stream(ctx context.Context, req Request, onDelta func(Delta)) (
 	resp.Model = route.Model
 	resp.Provider = route.Provider
 	return resp, nil
+}
+
+// describeBedrock is Bedrock's entry in Describe.
+func describeBedrock(cfg BedrockConfig) string {
+	region := cfg.Region
+	if region == "" {
+		region = "from the AWS configuration"
+	}
+	endpoint := "AWS endpoints"
+	if cfg.Endpoint != "" {
+		endpoint = redactURL(cfg.Endpoint)
+	}
+	return "region " + region + ", " + endpoint
 }
 
 // Describe is one line for the startup log: providers with their base
@@ -333,13 +646,23 @@ func (r *Router) Describe() string {
 	if dm == "" {
 		dm = "(none)"
 	}
-	return fmt.Sprintf("llm providers: %s; default provider: %s; default model: %s; model table: %s",
-		strings.Join(providers, ", "), r.defaultProvider, dm, table)
+	allowed := "none"
+	if len(r.allowed) > 0 {
+		var urls []string
+		for norm := range r.allowed {
+			urls = append(urls, redactURL(norm))
+		}
+		sort.Strings(urls)
+		allowed = strings.Join(urls, ", ")
+	}
+	return fmt.Sprintf("llm providers: %s; default provider: %s; default model: %s; model table: %s; allowed base URLs: %s",
+		strings.Join(providers, ", "), r.defaultProvider, dm, table, allowed)
 }
 
-// The three clients are interchangeable behind Client.
+// The clients are interchangeable behind Client.
 var (
 	_ Client = (*Router)(nil)
 	_ Client = (*OpenAICompatible)(nil)
+	_ Client = (*Bedrock)(nil)
 	_ Client = (*Offline)(nil)
 )
