@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -42,8 +43,19 @@ type Agent struct {
 	// SubAgents names the sub-agents this agent may delegate to.
 	SubAgents []string `json:"sub_agents,omitempty"`
 	// MaxIterations bounds the agent's model turns in one task (tool
-	// rounds); 0 means DefaultAgentIterations.
+	// rounds); 0 means DefaultAgentIterations. For supervisors it bounds
+	// their routing loop; 0 means the hierarchy's max_iterations.
 	MaxIterations int `json:"max_iterations,omitempty"`
+	// LLM settings of spec 001's llm_config. Provider empty: routed by the
+	// model table. BaseURL must be a provider's configured endpoint or in
+	// LLM_ALLOWED_BASE_URLS (a caller-chosen URL would receive the key).
+	Provider string `json:"provider,omitempty"`
+	BaseURL  string `json:"base_url,omitempty"`
+	Region   string `json:"region,omitempty"`
+	Timeout  int    `json:"timeout,omitempty"` // seconds per LLM call; 0: LLM_CALL_TIMEOUT
+	// UserPrompt is spec 001's per-agent task instruction, added to the
+	// agent's prompt.
+	UserPrompt string `json:"user_prompt,omitempty"`
 }
 
 // Team is a team supervisor with its workers.
@@ -61,16 +73,25 @@ type Team struct {
 // returned by hierarchies/get and passed (as a snapshot) into a run's
 // workflow input, so a run never sees later edits.
 type Hierarchy struct {
-	ID                   string    `json:"hierarchy_id"`
-	Name                 string    `json:"name"`
-	Description          string    `json:"description,omitempty"`
-	GlobalSupervisor     Agent     `json:"global_supervisor_agent"`
-	ExecutionMode        string    `json:"execution_mode"`
-	EnableContextSharing bool      `json:"enable_context_sharing"`
-	MaxIterations        int       `json:"max_iterations"`
-	Teams                []Team    `json:"teams"`
-	CreatedAt            time.Time `json:"created_at"`
-	UpdatedAt            time.Time `json:"updated_at"`
+	ID                   string `json:"hierarchy_id"`
+	Name                 string `json:"name"`
+	Description          string `json:"description,omitempty"`
+	GlobalSupervisor     Agent  `json:"global_supervisor_agent"`
+	ExecutionMode        string `json:"execution_mode"`
+	EnableContextSharing bool   `json:"enable_context_sharing"`
+	MaxIterations        int    `json:"max_iterations"`
+	// Dependencies maps a team's name to the names of the teams that must
+	// complete before it (spec 001). ExecutionOrder is computed from them.
+	Dependencies   map[string][]string `json:"dependencies,omitempty"`
+	ExecutionOrder []string            `json:"execution_order,omitempty"`
+	// MaxParallelTeams bounds the teams running at once in parallel mode
+	// (0: all ready teams); a run's execution_config may override it.
+	MaxParallelTeams int `json:"max_parallel_teams,omitempty"`
+	// MaxExecutionTime ends a run that overruns it (seconds; 0: no limit).
+	MaxExecutionTime int       `json:"max_execution_time,omitempty"`
+	Teams            []Team    `json:"teams"`
+	CreatedAt        time.Time `json:"created_at"`
+	UpdatedAt        time.Time `json:"updated_at"`
 }
 
 // NewID returns a new random identifier (a UUID string) for hierarchies,
@@ -135,9 +156,15 @@ func (h *Hierarchy) Validate() error {
 		return err
 	}
 	switch h.ExecutionMode {
-	case ExecutionModeSequential:
+	case ExecutionModeSequential, ExecutionModeParallel:
 	default:
-		return FieldError("execution_mode", "must be %q, got %q", ExecutionModeSequential, h.ExecutionMode)
+		return FieldError("execution_mode", "must be %q or %q, got %q", ExecutionModeSequential, ExecutionModeParallel, h.ExecutionMode)
+	}
+	if h.MaxParallelTeams < 0 {
+		return FieldError("max_parallel_teams", "must be 0 (no limit) or more, got %d", h.MaxParallelTeams)
+	}
+	if h.MaxExecutionTime < 0 {
+		return FieldError("max_execution_time", "must be 0 (no limit) or a number of seconds, got %d", h.MaxExecutionTime)
 	}
 	if h.MaxIterations < 1 || h.MaxIterations > MaxMaxIterations {
 		return FieldError("max_iterations", "must be between 1 and %d, got %d", MaxMaxIterations, h.MaxIterations)
@@ -149,13 +176,20 @@ func (h *Hierarchy) Validate() error {
 	if err := validateAgent("global_supervisor_agent", &h.GlobalSupervisor, seenIDs); err != nil {
 		return err
 	}
-	teamNames := map[string]bool{}
+	teamNames, teamIDs := map[string]bool{}, map[string]bool{}
 	for i := range h.Teams {
 		t := &h.Teams[i]
 		field := fmt.Sprintf("teams[%d]", i)
 		if err := validateName(field+".name", t.Name); err != nil {
 			return err
 		}
+		if teamIDs[t.ID] {
+			return FieldError(field+".id", "duplicate team id %q in this hierarchy", t.ID)
+		}
+		if len(t.ID) > 64 {
+			return FieldError(field+".id", "must be at most 64 characters")
+		}
+		teamIDs[t.ID] = true
 		if teamNames[t.Name] {
 			return FieldError(field+".name", "duplicate team name %q in this hierarchy", t.Name)
 		}
@@ -182,7 +216,94 @@ func (h *Hierarchy) Validate() error {
 			}
 		}
 	}
+	return h.resolveDependencies()
+}
+
+// resolveDependencies checks Dependencies (keys and values may name teams
+// by name or id), rewrites them to team names, and computes ExecutionOrder:
+// the teams in an order where every team follows the teams it needs, ties
+// kept in the hierarchy's order. Unknown teams and cycles are
+// INVALID_DEPENDENCIES errors naming them.
+func (h *Hierarchy) resolveDependencies() error {
+	byRef := map[string]string{}
+	for _, t := range h.Teams {
+		byRef[t.Name] = t.Name
+		if t.ID != "" {
+			byRef[t.ID] = t.Name
+		}
+	}
+	resolved := map[string][]string{}
+	var unknown []string
+	for _, key := range sortedKeys(h.Dependencies) {
+		team, ok := byRef[key]
+		if !ok {
+			unknown = append(unknown, key)
+			continue
+		}
+		for _, dep := range h.Dependencies[key] {
+			name, ok := byRef[dep]
+			if !ok {
+				unknown = append(unknown, dep)
+				continue
+			}
+			if name == team {
+				return &Error{Code: CodeInvalidDependencies, Field: "dependencies", Message: fmt.Sprintf("dependencies: team %q depends on itself", team)}
+			}
+			if !slices.Contains(resolved[team], name) {
+				resolved[team] = append(resolved[team], name)
+			}
+		}
+	}
+	if len(unknown) > 0 {
+		return &Error{Code: CodeInvalidDependencies, Field: "dependencies", Message: fmt.Sprintf("dependencies: unknown teams %q", unknown)}
+	}
+	// Kahn's algorithm, always taking the first ready team in hierarchy order.
+	done := map[string]bool{}
+	var order []string
+	for len(order) < len(h.Teams) {
+		progressed := false
+		for _, t := range h.Teams {
+			if done[t.Name] {
+				continue
+			}
+			ready := true
+			for _, dep := range resolved[t.Name] {
+				ready = ready && done[dep]
+			}
+			if ready {
+				done[t.Name] = true
+				order = append(order, t.Name)
+				progressed = true
+				break
+			}
+		}
+		if !progressed {
+			var cycle []string
+			for _, t := range h.Teams {
+				if !done[t.Name] {
+					cycle = append(cycle, t.Name)
+				}
+			}
+			return &Error{Code: CodeInvalidDependencies, Field: "dependencies", Message: fmt.Sprintf("dependencies: a cycle among teams %q", cycle)}
+		}
+	}
+	if len(resolved) == 0 {
+		resolved = nil
+	}
+	h.Dependencies, h.ExecutionOrder = resolved, order
 	return nil
+}
+
+// KnownProviders are the LLM providers an agent may name.
+var KnownProviders = []string{"openai", "openrouter", "compatible", "aws_bedrock", "offline"}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 func validateName(field, name string) error {
@@ -211,6 +332,16 @@ func validateAgent(field string, a *Agent, seenIDs map[string]string) error {
 	}
 	if a.MaxTokens != nil && *a.MaxTokens <= 0 {
 		return FieldError(field+".max_tokens", "must be greater than 0, got %d", *a.MaxTokens)
+	}
+	if a.Provider != "" && !slices.Contains(KnownProviders, a.Provider) {
+		return &Error{Code: CodeProviderNotSupported, Field: field + ".provider",
+			Message: fmt.Sprintf("%s.provider: %q is not supported; use one of %s", field, a.Provider, strings.Join(KnownProviders, ", "))}
+	}
+	if a.Timeout < 0 {
+		return FieldError(field+".timeout", "must be 0 (the default) or a number of seconds, got %d", a.Timeout)
+	}
+	if a.MaxIterations < 0 || a.MaxIterations > MaxAgentIterations {
+		return FieldError(field+".max_iterations", "must be between 0 (the default) and %d, got %d", MaxAgentIterations, a.MaxIterations)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -25,6 +26,8 @@ const (
 	QueryEvents = "events"
 	// QueryProgress returns the run's Progress.
 	QueryProgress = "progress"
+	// QueryResult returns the run's RunResult so far (partial while it runs).
+	QueryResult = "result"
 )
 
 // RunWorkflowID is the workflow ID of a run: "run-<run_id>". Activities
@@ -44,11 +47,17 @@ const (
 	RunCompleted = "completed"
 	RunFailed    = "failed"
 	RunCancelled = "cancelled"
+	// RunTimedOut ends a run that overran its max_execution_time; its
+	// partial results are kept (spec 001 EXECUTION_TIMEOUT).
+	RunTimedOut = "timed_out"
 )
+
+// RunStatuses lists every run status.
+var RunStatuses = []string{RunPending, RunRunning, RunCompleted, RunFailed, RunCancelled, RunTimedOut}
 
 // IsTerminal reports whether a run in this status will not change again.
 func IsTerminal(status string) bool {
-	return status == RunCompleted || status == RunFailed || status == RunCancelled
+	return status == RunCompleted || status == RunFailed || status == RunCancelled || status == RunTimedOut
 }
 
 // RunOptions are the per-run engine settings the API resolves from its
@@ -65,6 +74,9 @@ type RunOptions struct {
 	// ContinueAsNewAfter is the history length past which the run's
 	// workflow continues as new at its next safe point.
 	ContinueAsNewAfter int `json:"continue_as_new_after"`
+	// MaxParallelTeams overrides the hierarchy's for this run (spec 001
+	// execution_config); 0 keeps the hierarchy's.
+	MaxParallelTeams int `json:"max_parallel_teams,omitempty"`
 }
 
 // RunInput starts a RunWorkflow.
@@ -89,8 +101,13 @@ type RunState struct {
 	CurrentWorker  string       `json:"current_worker"`
 	ActiveAgentID  string       `json:"active_agent_id"`
 	Warnings       []string     `json:"warnings"`
+	Errors         []ErrorInfo  `json:"errors"`
 	Usage          Usage        `json:"usage"`
 	Log            EventLog     `json:"log"`
+	// StartedAt is when the run started (for max_execution_time); Turns
+	// counts the team turns started, which number their child workflows.
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	Turns     int        `json:"turns"`
 	// Generation counts the continue-as-new hops of the run.
 	Generation int `json:"generation"`
 }
@@ -100,11 +117,23 @@ type PersistEventsInput struct {
 	Events []Event `json:"events"`
 }
 
+// Team turn statuses.
+const (
+	TeamCompleted = "completed"
+	TeamFailed    = "failed"
+	TeamSkipped   = "skipped"
+)
+
 // TeamOutput is what one team turn produced.
 type TeamOutput struct {
 	Turn        int            `json:"turn"`
+	TeamID      string         `json:"team_id"`
 	TeamName    string         `json:"team_name"`
 	Instruction string         `json:"instruction"`
+	Status      string         `json:"status"`          // completed, failed or skipped
+	Error       string         `json:"error,omitempty"` // why it failed or was skipped
+	StartedAt   *time.Time     `json:"started_at,omitempty"`
+	CompletedAt *time.Time     `json:"completed_at,omitempty"`
 	Workers     []WorkerOutput `json:"workers"`
 }
 
@@ -129,6 +158,18 @@ type WorkerOutput struct {
 	Model       string `json:"model"`
 	Offline     bool   `json:"offline,omitempty"`
 	Usage       Usage  `json:"usage"`
+	// ToolsUsed lists the tools the worker called in its turn, in order,
+	// each once (delegate included).
+	ToolsUsed []string `json:"tools_used,omitempty"`
+	MessageID string   `json:"message_id,omitempty"`
+}
+
+// ErrorInfo is one error of a run's results (spec 001 §4).
+type ErrorInfo struct {
+	ErrorCode string         `json:"error_code"`
+	Message   string         `json:"message"`
+	Timestamp string         `json:"timestamp"`
+	Context   map[string]any `json:"context,omitempty"`
 }
 
 // Usage counts tokens.
@@ -148,6 +189,7 @@ type RunResult struct {
 	FinalAnswer string       `json:"final_answer"`
 	Teams       []TeamOutput `json:"teams"`
 	Warnings    []string     `json:"warnings,omitempty"`
+	Errors      []ErrorInfo  `json:"errors,omitempty"`
 	Usage       Usage        `json:"usage"`
 }
 
@@ -333,4 +375,43 @@ type RunStatusUpdate struct {
 	Status string     `json:"status"`
 	Result *RunResult `json:"result,omitempty"`
 	Error  string     `json:"error,omitempty"`
+}
+
+// FormatResultsWorkflowName is the workflow type that fills an output
+// template from a run's results (spec 001 §4 results/format). It is a short
+// workflow of its own, not part of the run, so the LLM keys stay in the
+// worker and a finished run can be formatted any number of times.
+const FormatResultsWorkflowName = "FormatResultsWorkflow"
+
+// FormatInput asks for a run's results poured into a JSON template. Template
+// and ExtractionRules are kept as raw JSON so the template's key order
+// reaches the prompt and the answer unchanged.
+type FormatInput struct {
+	RunID         string       `json:"run_id"`
+	HierarchyName string       `json:"hierarchy_name"`
+	Task          string       `json:"task"`
+	Status        string       `json:"status"`
+	FinalAnswer   string       `json:"final_answer"`
+	Teams         []TeamOutput `json:"teams"`
+	// Supervisor is the run's global supervisor: its model (and llm_config)
+	// answers; empty fields fall back to Options.DefaultModel.
+	Supervisor      Agent           `json:"supervisor"`
+	Template        json.RawMessage `json:"template"`
+	ExtractionRules json.RawMessage `json:"extraction_rules,omitempty"`
+	Options         RunOptions      `json:"options"`
+	// Timeout bounds one attempt of the formatting activity (every repair
+	// included); the API waits about this long for the answer.
+	Timeout time.Duration `json:"timeout"`
+}
+
+// FormatResult is the filled template: exactly the template's keys, in the
+// template's order.
+type FormatResult struct {
+	Output json.RawMessage `json:"output"`
+	Model  string          `json:"model"`
+	// Repairs counts the answers that were sent back with their problems
+	// before one matched the template.
+	Repairs int   `json:"repairs"`
+	Usage   Usage `json:"usage"`
+	Offline bool  `json:"offline,omitempty"`
 }

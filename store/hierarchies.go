@@ -24,14 +24,54 @@ type hierarchyRow struct {
 	ExecutionMode           string
 	EnableContextSharing    bool
 	MaxIterations           int
+	Dependencies            string
+	MaxParallelTeams        int
+	MaxExecutionTime        int
+	GlobalSettings          string
 	CreatedAt               time.Time
 	UpdatedAt               time.Time
+}
+
+// agentSettings are an agent's LLM settings beyond model and sampling,
+// stored as JSON (spec 001's llm_config, user_prompt; a supervisor's
+// max_iterations).
+type agentSettings struct {
+	Provider      string `json:"provider,omitempty"`
+	BaseURL       string `json:"base_url,omitempty"`
+	Region        string `json:"region,omitempty"`
+	Timeout       int    `json:"timeout,omitempty"`
+	UserPrompt    string `json:"user_prompt,omitempty"`
+	MaxIterations int    `json:"max_iterations,omitempty"`
+}
+
+func settingsOf(a models.Agent, supervisor bool) string {
+	st := agentSettings{Provider: a.Provider, BaseURL: a.BaseURL, Region: a.Region, Timeout: a.Timeout, UserPrompt: a.UserPrompt}
+	if supervisor {
+		st.MaxIterations = a.MaxIterations
+	}
+	raw, _ := json.Marshal(st)
+	return string(raw)
+}
+
+func applySettings(a *models.Agent, raw string, supervisor bool) error {
+	var st agentSettings
+	if raw != "" {
+		if err := json.Unmarshal([]byte(raw), &st); err != nil {
+			return fmt.Errorf("agent %s settings: %w", a.AgentID, err)
+		}
+	}
+	a.Provider, a.BaseURL, a.Region, a.Timeout, a.UserPrompt = st.Provider, st.BaseURL, st.Region, st.Timeout, st.UserPrompt
+	if supervisor {
+		a.MaxIterations = st.MaxIterations
+	}
+	return nil
 }
 
 func (hierarchyRow) TableName() string { return "hierarchy_team" }
 
 type teamRow struct {
 	ID                    string `gorm:"primaryKey"`
+	ExternalID            string // the team's id as the caller knows it
 	HierarchyID           string
 	Position              int
 	Name                  string
@@ -44,6 +84,7 @@ type teamRow struct {
 	SupervisorMaxTokens   *int
 	PreventDuplicate      bool
 	ShareContext          bool
+	SupervisorSettings    string
 }
 
 func (teamRow) TableName() string { return "team" }
@@ -65,6 +106,7 @@ type workerRow struct {
 	// delegate to; MaxIterations 0 means the engine's default.
 	SubAgents     string
 	MaxIterations int
+	Settings      string
 }
 
 func (workerRow) TableName() string { return "worker" }
@@ -134,8 +176,10 @@ func insertTeams(tx *gorm.DB, h *models.Hierarchy) error {
 	var workers []workerRow
 	teams := make([]teamRow, 0, len(h.Teams))
 	for i, t := range h.Teams {
+		rowID := models.NewID()
 		teams = append(teams, teamRow{
-			ID:                    t.ID,
+			ID:                    rowID,
+			ExternalID:            t.ID,
 			HierarchyID:           h.ID,
 			Position:              i,
 			Name:                  t.Name,
@@ -148,6 +192,7 @@ func insertTeams(tx *gorm.DB, h *models.Hierarchy) error {
 			SupervisorMaxTokens:   t.Supervisor.MaxTokens,
 			PreventDuplicate:      t.PreventDuplicate,
 			ShareContext:          t.ShareContext,
+			SupervisorSettings:    settingsOf(t.Supervisor, true),
 		})
 		for j, w := range t.Workers {
 			tools, err := json.Marshal(nonNil(w.Tools))
@@ -160,7 +205,7 @@ func insertTeams(tx *gorm.DB, h *models.Hierarchy) error {
 			}
 			workers = append(workers, workerRow{
 				ID:            models.NewID(),
-				TeamID:        t.ID,
+				TeamID:        rowID,
 				HierarchyID:   h.ID,
 				Position:      j,
 				AgentID:       w.AgentID,
@@ -173,6 +218,7 @@ func insertTeams(tx *gorm.DB, h *models.Hierarchy) error {
 				Tools:         string(tools),
 				SubAgents:     string(subAgents),
 				MaxIterations: w.MaxIterations,
+				Settings:      settingsOf(w, false),
 			})
 		}
 	}
@@ -218,14 +264,28 @@ func (s *Store) GetHierarchy(ctx context.Context, id string) (*models.Hierarchy,
 		ExecutionMode:        row.ExecutionMode,
 		EnableContextSharing: row.EnableContextSharing,
 		MaxIterations:        row.MaxIterations,
+		MaxParallelTeams:     row.MaxParallelTeams,
+		MaxExecutionTime:     row.MaxExecutionTime,
 		CreatedAt:            row.CreatedAt.UTC(),
 		UpdatedAt:            row.UpdatedAt.UTC(),
+	}
+	if err := applySettings(&h.GlobalSupervisor, row.GlobalSettings, true); err != nil {
+		return nil, err
+	}
+	if row.Dependencies != "" && row.Dependencies != "{}" {
+		if err := json.Unmarshal([]byte(row.Dependencies), &h.Dependencies); err != nil {
+			return nil, fmt.Errorf("hierarchy %s dependencies: %w", id, err)
+		}
 	}
 	teamIndex := map[string]int{}
 	for _, t := range teams {
 		teamIndex[t.ID] = len(h.Teams)
+		id := t.ExternalID
+		if id == "" {
+			id = t.ID
+		}
 		h.Teams = append(h.Teams, models.Team{
-			ID:          t.ID,
+			ID:          id,
 			Name:        t.Name,
 			Description: t.Description,
 			Supervisor: models.Agent{
@@ -240,6 +300,9 @@ func (s *Store) GetHierarchy(ctx context.Context, id string) (*models.Hierarchy,
 			ShareContext:     t.ShareContext,
 			Workers:          []models.Agent{},
 		})
+		if err := applySettings(&h.Teams[len(h.Teams)-1].Supervisor, t.SupervisorSettings, true); err != nil {
+			return nil, err
+		}
 	}
 	for _, w := range workers {
 		var tools, subAgents []string
@@ -253,7 +316,7 @@ func (s *Store) GetHierarchy(ctx context.Context, id string) (*models.Hierarchy,
 		if !ok {
 			return nil, fmt.Errorf("worker %s references missing team %s", w.ID, w.TeamID)
 		}
-		h.Teams[i].Workers = append(h.Teams[i].Workers, models.Agent{
+		agent := models.Agent{
 			AgentID:       w.AgentID,
 			Name:          w.Name,
 			Role:          w.Role,
@@ -264,7 +327,15 @@ func (s *Store) GetHierarchy(ctx context.Context, id string) (*models.Hierarchy,
 			Tools:         tools,
 			SubAgents:     subAgents,
 			MaxIterations: w.MaxIterations,
-		})
+		}
+		if err := applySettings(&agent, w.Settings, false); err != nil {
+			return nil, err
+		}
+		h.Teams[i].Workers = append(h.Teams[i].Workers, agent)
+	}
+	// The order is derived, not stored: recompute it from the dependencies.
+	if err := h.Validate(); err != nil {
+		return nil, fmt.Errorf("stored hierarchy %s is invalid: %w", id, err)
 	}
 	return h, nil
 }
@@ -319,7 +390,15 @@ func (s *Store) ListHierarchies(ctx context.Context, f ListFilter) ([]HierarchyS
 
 func toHierarchyRow(h *models.Hierarchy) hierarchyRow {
 	gs := h.GlobalSupervisor
+	deps, _ := json.Marshal(h.Dependencies)
+	if h.Dependencies == nil {
+		deps = []byte("{}")
+	}
 	return hierarchyRow{
+		Dependencies:            string(deps),
+		MaxParallelTeams:        h.MaxParallelTeams,
+		MaxExecutionTime:        h.MaxExecutionTime,
+		GlobalSettings:          settingsOf(gs, true),
 		ID:                      h.ID,
 		Name:                    h.Name,
 		Description:             h.Description,

@@ -122,7 +122,7 @@ func (s *Store) SetRunStatus(ctx context.Context, u models.RunStatusUpdate) erro
 	switch u.Status {
 	case models.RunRunning:
 		updates["started_at"] = gorm.Expr("COALESCE(started_at, ?)", now)
-	case models.RunCompleted, models.RunFailed, models.RunCancelled:
+	case models.RunCompleted, models.RunFailed, models.RunCancelled, models.RunTimedOut:
 		updates["completed_at"] = now
 		updates["started_at"] = gorm.Expr("COALESCE(started_at, ?)", now)
 		updates["error"] = u.Error
@@ -138,7 +138,7 @@ func (s *Store) SetRunStatus(ctx context.Context, u models.RunStatusUpdate) erro
 		return fmt.Errorf("unknown run status %q", u.Status)
 	}
 	res := s.db.WithContext(ctx).Model(&runRow{}).
-		Where("id = ? AND status NOT IN ?", u.RunID, []string{models.RunCompleted, models.RunFailed, models.RunCancelled}).
+		Where("id = ? AND status NOT IN ?", u.RunID, []string{models.RunCompleted, models.RunFailed, models.RunCancelled, models.RunTimedOut}).
 		Updates(updates)
 	if res.Error != nil {
 		return res.Error
