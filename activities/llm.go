@@ -41,6 +41,9 @@ func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models
 		Temperature: in.Supervisor.Temperature,
 		MaxTokens:   in.Supervisor.MaxTokens,
 		JSONSchema:  decisionSchema(in),
+		Provider:    in.Supervisor.Provider,
+		BaseURL:     in.Supervisor.BaseURL,
+		Region:      in.Supervisor.Region,
 	}
 	var usage models.Usage
 	for try := 0; ; try++ {
@@ -91,6 +94,9 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 		Messages:    append(respondMessages(in, contextLimit(in.RunOptions)), transcriptMessages(in.Transcript)...),
 		Temperature: in.Agent.Temperature,
 		MaxTokens:   in.Agent.MaxTokens,
+		Provider:    in.Agent.Provider,
+		BaseURL:     in.Agent.BaseURL,
+		Region:      in.Agent.Region,
 	}
 	if !in.NoTools {
 		req.Tools = a.toolDefinitions(in.Agent)

@@ -28,6 +28,9 @@ func decisionMessages(in models.DecideInput, limit int) []llm.Message {
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "Task: %s\n", in.Task)
+	if in.Supervisor.UserPrompt != "" {
+		fmt.Fprintf(&b, "\n%s\n", in.Supervisor.UserPrompt)
+	}
 	if in.Instruction != "" {
 		fmt.Fprintf(&b, "\nYour brief from the global supervisor: %s\n", in.Instruction)
 	}
@@ -165,6 +168,9 @@ func respondMessages(in models.RespondInput, limit int) []llm.Message {
 		b.WriteString("\nThe teams have finished. Write the final answer to the task for the user, using their outputs below.\n")
 	} else if in.Instruction != "" && in.Instruction != in.Task {
 		fmt.Fprintf(&b, "\nYour instruction: %s\n", in.Instruction)
+	}
+	if in.Agent.UserPrompt != "" && in.Purpose != models.PurposeFinalAnswer {
+		fmt.Fprintf(&b, "\n%s\n", in.Agent.UserPrompt)
 	}
 	writeContext(&b, in.Context, limit)
 	return []llm.Message{{Role: llm.RoleSystem, Content: in.Agent.SystemPrompt}, {Role: llm.RoleUser, Content: b.String()}}

@@ -66,9 +66,10 @@ type agentTurn struct {
 
 // turnResult is a finished turn.
 type turnResult struct {
-	Answer   models.RespondResult
-	Usage    models.Usage
-	Warnings []string
+	Answer    models.RespondResult
+	Usage     models.Usage
+	Warnings  []string
+	ToolsUsed []string
 }
 
 // run loops: the model answers or asks for tool calls; each tool call runs
@@ -92,7 +93,7 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 			NoTools: round > limit, MessageID: t.MessageID, ParentMessageID: t.ParentMessageID,
 		}
 		var answer models.RespondResult
-		if err := workflow.ExecuteActivity(llmContext(ctx, t.Options, summary), a.Respond, in).Get(ctx, &answer); err != nil {
+		if err := workflow.ExecuteActivity(llmContext(ctx, t.Options, summary, t.Agent), a.Respond, in).Get(ctx, &answer); err != nil {
 			return res, err
 		}
 		res.Usage = res.Usage.Add(answer.Usage)
@@ -102,6 +103,9 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 		}
 		transcript = append(transcript, models.ChatMessage{Role: "assistant", Content: answer.Output, ToolCalls: answer.ToolCalls})
 		for _, call := range answer.ToolCalls {
+			if !contains(res.ToolsUsed, call.Name) {
+				res.ToolsUsed = append(res.ToolsUsed, call.Name)
+			}
 			out, usage, err := t.callTool(ctx, call)
 			if err != nil {
 				return res, err

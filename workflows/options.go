@@ -57,9 +57,14 @@ func WithDefaults(o models.RunOptions) models.RunOptions {
 // lost worker is noticed quickly, and the retry policy that owns every retry
 // (the LLM client itself never retries). Rejected requests (4xx) are
 // non-retryable application errors and fail at once.
-func llmContext(ctx workflow.Context, o models.RunOptions, summary string) workflow.Context {
+func llmContext(ctx workflow.Context, o models.RunOptions, summary string, agent models.Agent) workflow.Context {
+	timeout := o.LLMCallTimeout
+	if agent.Timeout > 0 {
+		// Spec 001's llm_config.timeout: this agent's calls get their own limit.
+		timeout = time.Duration(agent.Timeout) * time.Second
+	}
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: o.LLMCallTimeout,
+		StartToCloseTimeout: timeout,
 		HeartbeatTimeout:    o.HeartbeatTimeout,
 		WaitForCancellation: true,
 		Summary:             summary,

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -27,6 +28,8 @@ type runWorkflow struct {
 	signals workflow.ReceiveChannel
 	// persistUpTo asks the persister to store every event up to it.
 	persistUpTo int64
+	// timedOut is set when max_execution_time has cancelled the work.
+	timedOut bool
 }
 
 // RunWorkflow runs a hierarchy on a task: the global supervisor picks a
@@ -66,22 +69,25 @@ func (w *runWorkflow) setup(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
+	if err := workflow.SetQueryHandler(ctx, models.QueryResult, func() (*models.RunResult, error) {
+		return w.result(), nil
+	}); err != nil {
+		return err
+	}
 	if err := workflow.SetQueryHandler(ctx, models.QueryEvents, func(q models.EventQuery) (models.EventPage, error) {
 		return w.state.Log.Page(q, models.IsTerminal(w.state.Status)), nil
 	}); err != nil {
 		return err
 	}
-	// Events keep arriving, and must be stored, while the run is cancelled
-	// and cleans up: both loops run on a context cancellation does not close.
+	// Events must be stored while the run is cancelled and cleans up: the
+	// persister runs on a context cancellation does not close.
 	bg, _ := workflow.NewDisconnectedContext(ctx)
+	// Event batches are applied by the main coroutine itself, in await and
+	// before it appends an event, never by a coroutine of their own: a
+	// receiving coroutine takes a batch out of the channel when the
+	// history delivers it but applies it only when it next runs, which may
+	// be after the main coroutine has already appended what must follow it.
 	w.signals = workflow.GetSignalChannel(ctx, models.SignalEvents)
-	workflow.Go(bg, func(ctx workflow.Context) {
-		for {
-			var batch models.EventBatch
-			w.signals.Receive(ctx, &batch)
-			w.applyBatch(batch)
-		}
-	})
 	workflow.Go(bg, w.persistLoop)
 	return nil
 }
@@ -145,92 +151,52 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 	gs := models.GlobalSupervisorSource(w.hier)
 	if s.Status == models.RunPending {
 		s.Status = models.RunRunning
+		now := workflow.Now(ctx)
+		s.StartedAt = &now
 		w.emit(ctx, gs, models.CategoryLifecycle, models.ActionStarted, map[string]any{"task": w.in.Task, "hierarchy_id": w.hier.ID})
 		w.emit(ctx, systemSource(), models.CategorySystem, models.ActionTopology, topology(w.hier))
 		if err := w.setStatus(ctx, models.RunStatusUpdate{RunID: w.in.RunID, Status: models.RunRunning}); err != nil {
 			return nil, err
 		}
 	}
-
-	options := make([]models.Option, 0, len(w.hier.Teams))
-	for _, t := range w.hier.Teams {
-		options = append(options, models.Option{Name: t.Name, Description: teamDescription(t)})
+	work := w.withDeadline(ctx)
+	var err error
+	if w.hier.ExecutionMode == models.ExecutionModeParallel {
+		err = w.runParallel(work)
+	} else {
+		err = w.runSequential(work)
 	}
-	finished := false
-	for s.Iteration < w.hier.MaxIterations {
-		if err := w.continueAsNewIfLong(ctx); err != nil {
-			return nil, err
-		}
-		s.Iteration++
-		s.CurrentTeam, s.CurrentWorker, s.ActiveAgentID = "", "", gs.AgentID
-		var d models.Decision
-		dctx := llmContext(ctx, w.in.Options, agentSummary("", w.hier.GlobalSupervisor, w.in.Options))
-		err := workflow.ExecuteActivity(dctx, a.Decide, models.DecideInput{
-			RunID:       w.in.RunID,
-			Supervisor:  w.hier.GlobalSupervisor,
-			Source:      gs,
-			Task:        w.in.Task,
-			Options:     options,
-			Completed:   s.CompletedTeams,
-			Context:     teamContext(s.Teams),
-			AllowFinish: len(s.Teams) > 0,
-			Iteration:   s.Iteration,
-			RunOptions:  w.in.Options,
-		}).Get(ctx, &d)
-		if err != nil {
-			return nil, err
-		}
-		s.Usage = s.Usage.Add(d.Usage)
-		if d.Warning != "" {
-			w.warn(ctx, gs, d.Warning)
-		}
-		if d.Action == models.DecisionFinish {
-			finished = true
-			break
-		}
-		kind, data := models.DispatchEvent(gs, options, d, s.Iteration)
-		w.emit(ctx, gs, kind.Category, kind.Action, data)
-		team := findTeam(w.hier, d.Target)
-		if team == nil {
-			// Decide validates against the options it was given; this guards
-			// against an activity version that does not.
-			w.warn(ctx, gs, fmt.Sprintf("global supervisor chose %q, which is not a team; dispatching %q instead", d.Target, options[0].Name))
-			team = &w.hier.Teams[0]
-		}
-		out, err := w.runTeam(ctx, team, d.Instruction)
-		if err != nil {
-			return nil, err
-		}
-		s.Teams = append(s.Teams, out)
-		if !contains(s.CompletedTeams, team.Name) {
-			s.CompletedTeams = append(s.CompletedTeams, team.Name)
-		}
+	if err != nil {
+		return nil, err
 	}
 	s.CurrentTeam, s.CurrentWorker = "", ""
-	if !finished {
-		w.warn(ctx, gs, fmt.Sprintf("global supervisor reached its iteration limit (%d); writing the final answer from the work done so far", w.hier.MaxIterations))
+	if len(s.Errors) > 0 {
+		// A team failed: the teams that did not depend on it have run, and
+		// the run fails with the work done kept in its result.
+		return nil, temporal.NewNonRetryableApplicationError(s.Errors[0].Message, "TeamFailed", nil)
 	}
 
 	s.ActiveAgentID = gs.AgentID
 	var final models.RespondResult
-	fctx := llmContext(ctx, w.in.Options, agentSummary("", w.hier.GlobalSupervisor, w.in.Options)+" · final answer")
-	if err := workflow.ExecuteActivity(fctx, a.Respond, models.RespondInput{
+	fctx := llmContext(work, w.in.Options, agentSummary("", w.hier.GlobalSupervisor, w.in.Options)+" · final answer", w.hier.GlobalSupervisor)
+	if err := w.await(ctx, workflow.ExecuteActivity(fctx, a.Respond, models.RespondInput{
 		RunID:       w.in.RunID,
 		Purpose:     models.PurposeFinalAnswer,
 		Agent:       w.hier.GlobalSupervisor,
 		Source:      gs,
 		Task:        w.in.Task,
 		Instruction: w.in.Task,
-		Context:     teamContext(s.Teams),
+		Context:     teamContext(completedTeams(s.Teams)),
 		RunOptions:  w.in.Options,
 		NoTools:     true,
 		MessageID:   newMessageID(ctx),
-	}).Get(ctx, &final); err != nil {
+	}), &final); err != nil {
 		return nil, err
 	}
 	s.Usage = s.Usage.Add(final.Usage)
 	s.ActiveAgentID = ""
-	result := &models.RunResult{FinalAnswer: final.Output, Teams: s.Teams, Warnings: s.Warnings, Usage: s.Usage}
+	result := w.result()
+	result.FinalAnswer = final.Output
 	// The terminal event is stored before the terminal status: a client
 	// that sees the run finished in the database finds all its events there.
 	s.Status = models.RunCompleted
@@ -242,40 +208,334 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 	return result, nil
 }
 
-// runTeam runs one team turn as a child workflow.
-func (w *runWorkflow) runTeam(ctx workflow.Context, team *models.Team, instruction string) (models.TeamOutput, error) {
+// result is the run's result so far.
+func (w *runWorkflow) result() *models.RunResult {
 	s := w.state
-	turn := len(s.Teams) + 1
+	return &models.RunResult{Teams: s.Teams, Warnings: s.Warnings, Errors: s.Errors, Usage: s.Usage}
+}
+
+// withDeadline returns the context the run's work runs on: with
+// max_execution_time set, a timer cancels it when the time is up (measured
+// from the run's start, across continue-as-new).
+func (w *runWorkflow) withDeadline(ctx workflow.Context) workflow.Context {
+	if w.hier.MaxExecutionTime <= 0 {
+		return ctx
+	}
+	work, cancel := workflow.WithCancel(ctx)
+	remaining := w.state.StartedAt.Add(time.Duration(w.hier.MaxExecutionTime) * time.Second).Sub(workflow.Now(ctx))
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		if remaining > 0 {
+			if err := workflow.NewTimer(ctx, remaining).Get(ctx, nil); err != nil {
+				return // the run ended or was cancelled first
+			}
+		}
+		w.timedOut = true
+		cancel()
+	})
+	return work
+}
+
+// runSequential is the global supervisor's loop: it is offered the teams
+// whose dependencies are complete and picks one at a time, with an
+// instruction, until it finishes, nothing is left to offer, or it reaches
+// its iteration limit.
+func (w *runWorkflow) runSequential(ctx workflow.Context) error {
+	s := w.state
+	gs := models.GlobalSupervisorSource(w.hier)
+	limit := w.hier.GlobalSupervisor.MaxIterations
+	if limit <= 0 {
+		limit = w.hier.MaxIterations
+	}
+	for s.Iteration < limit {
+		if err := w.continueAsNewIfLong(ctx); err != nil {
+			return err
+		}
+		options := w.offerableTeams()
+		if len(options) == 0 {
+			return nil // every team is done, failed or blocked
+		}
+		s.Iteration++
+		s.CurrentTeam, s.CurrentWorker, s.ActiveAgentID = "", "", gs.AgentID
+		var d models.Decision
+		dctx := llmContext(ctx, w.in.Options, agentSummary("", w.hier.GlobalSupervisor, w.in.Options), w.hier.GlobalSupervisor)
+		err := w.await(ctx, workflow.ExecuteActivity(dctx, a.Decide, models.DecideInput{
+			RunID:       w.in.RunID,
+			Supervisor:  w.hier.GlobalSupervisor,
+			Source:      gs,
+			Task:        w.in.Task,
+			Options:     options,
+			Completed:   s.CompletedTeams,
+			Context:     teamContext(completedTeams(s.Teams)),
+			AllowFinish: len(s.CompletedTeams) > 0,
+			Iteration:   s.Iteration,
+			RunOptions:  w.in.Options,
+		}), &d)
+		if err != nil {
+			return err
+		}
+		s.Usage = s.Usage.Add(d.Usage)
+		if d.Warning != "" {
+			w.warn(ctx, gs, d.Warning)
+		}
+		if d.Action == models.DecisionFinish {
+			return nil
+		}
+		if !offered(options, d.Target) {
+			// Decide validates against the options it was given; this guards
+			// against an activity version that does not.
+			w.warn(ctx, gs, fmt.Sprintf("global supervisor chose %q, which was not offered; dispatching %q instead", d.Target, options[0].Name))
+			d.Target = options[0].Name
+		}
+		kind, data := models.DispatchEvent(gs, options, d, s.Iteration)
+		w.emit(ctx, gs, kind.Category, kind.Action, data)
+		team := findTeam(w.hier, d.Target)
+		out, err := w.finishTeam(ctx, w.startTeam(ctx, team, d.Instruction))
+		if err != nil {
+			return err
+		}
+		w.recordTeam(ctx, out)
+	}
+	w.warn(ctx, gs, fmt.Sprintf("global supervisor reached its iteration limit (%d); writing the final answer from the work done so far", limit))
+	return nil
+}
+
+// runParallel runs every team whose dependencies are complete at once, up
+// to max_parallel_teams, in waves along the execution order, each on the
+// run's task; the stream stays one ordered log.
+func (w *runWorkflow) runParallel(ctx workflow.Context) error {
+	s := w.state
+	gs := models.GlobalSupervisorSource(w.hier)
+	limit := w.in.Options.MaxParallelTeams
+	if limit <= 0 {
+		limit = w.hier.MaxParallelTeams
+	}
+	if limit <= 0 {
+		limit = len(w.hier.Teams)
+	}
+	running := map[string]bool{}
+	sel := workflow.NewSelector(ctx)
+	// Signals first: when a team's last events and its completion arrive
+	// together, the events are applied before the completion.
+	sel.AddReceive(w.signals, func(c workflow.ReceiveChannel, _ bool) { w.applyOne(ctx, c) })
+	var failure error
+	for {
+		if len(running) == 0 {
+			if err := w.continueAsNewIfLong(ctx); err != nil {
+				return err
+			}
+		}
+		for _, name := range w.hier.ExecutionOrder {
+			if len(running) >= limit {
+				break
+			}
+			if running[name] || w.teamStatus(name) != "" || !w.depsComplete(name) {
+				continue
+			}
+			team := findTeam(w.hier, name)
+			running[name] = true
+			s.Iteration++
+			w.emit(ctx, gs, models.CategoryDispatch, models.ActionTeam, map[string]any{
+				"team_name": name, "instruction": w.in.Task, "reason": "parallel mode: its dependencies are complete", "iteration": s.Iteration,
+			})
+			started := w.startTeam(ctx, team, w.in.Task)
+			sel.AddFuture(started.future, func(workflow.Future) {
+				out, err := w.finishTeam(ctx, started)
+				delete(running, name)
+				if err != nil {
+					failure = err
+					return
+				}
+				w.recordTeam(ctx, out)
+			})
+		}
+		if len(running) == 0 {
+			return nil
+		}
+		s.CurrentTeam = strings.Join(sortedNames(running), ", ")
+		sel.Select(ctx)
+		if failure != nil {
+			return failure
+		}
+	}
+}
+
+// startedTeam is a team turn in flight.
+type startedTeam struct {
+	future workflow.ChildWorkflowFuture
+	output models.TeamOutput // what is known before it ends
+}
+
+// startTeam starts one team turn as a child workflow.
+func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruction string) startedTeam {
+	s := w.state
+	s.Turns++
 	s.CurrentTeam, s.ActiveAgentID = team.Name, team.Supervisor.AgentID
+	now := workflow.Now(ctx)
 	in := models.TeamInput{
 		RunID:         w.in.RunID,
 		RootAgentID:   w.hier.GlobalSupervisor.AgentID,
-		Turn:          turn,
+		Turn:          s.Turns,
 		Task:          w.in.Task,
 		Team:          *team,
 		Instruction:   instruction,
 		MaxIterations: w.hier.MaxIterations,
 		Options:       w.in.Options,
-	}
-	if w.hier.EnableContextSharing {
-		in.PriorTeams = s.Teams
+		PriorTeams:    w.contextFor(team.Name),
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:          models.TeamWorkflowID(w.in.RunID, turn),
-		StaticSummary:       fmt.Sprintf("%s · turn %d", team.Name, turn),
+		WorkflowID:          models.TeamWorkflowID(w.in.RunID, s.Turns),
+		StaticSummary:       fmt.Sprintf("%s · turn %d", team.Name, s.Turns),
 		StaticDetails:       instruction,
 		WaitForCancellation: true,
 	})
-	var res models.TeamResult
-	if err := workflow.ExecuteChildWorkflow(cctx, TeamWorkflow, in).Get(ctx, &res); err != nil {
-		return models.TeamOutput{}, err
+	return startedTeam{
+		future: workflow.ExecuteChildWorkflow(cctx, TeamWorkflow, in),
+		output: models.TeamOutput{Turn: s.Turns, TeamID: team.ID, TeamName: team.Name, Instruction: instruction, StartedAt: &now},
 	}
+}
+
+// finishTeam waits for a team turn. A failed turn is an output with status
+// failed; only cancellation (of the run, or by its time limit) is an error.
+func (w *runWorkflow) finishTeam(ctx workflow.Context, t startedTeam) (models.TeamOutput, error) {
+	var res models.TeamResult
+	err := w.await(ctx, t.future, &res)
+	now := workflow.Now(ctx)
+	out := t.output
+	out.CompletedAt = &now
+	if err != nil {
+		if temporal.IsCanceledError(err) || ctx.Err() != nil {
+			if w.timedOut {
+				out.Status, out.Error = models.TeamFailed, "stopped: the run exceeded its max_execution_time"
+				w.state.Teams = append(w.state.Teams, out)
+			}
+			return out, err
+		}
+		out.Status, out.Error = models.TeamFailed, failureMessage(err)
+		return out, nil
+	}
+	s := w.state
 	s.Warnings = append(s.Warnings, res.Warnings...)
 	for _, wo := range res.Output.Workers {
 		s.Usage = s.Usage.Add(wo.Usage)
 	}
 	s.Usage = s.Usage.Add(res.SupervisorUsage)
-	return res.Output, nil
+	out.Workers, out.Status = res.Output.Workers, models.TeamCompleted
+	return out, nil
+}
+
+// recordTeam adds a finished turn to the run. A failure is recorded as an
+// error and blocks the teams that depend on it, which are skipped with the
+// reason.
+func (w *runWorkflow) recordTeam(ctx workflow.Context, out models.TeamOutput) {
+	s := w.state
+	s.Teams = append(s.Teams, out)
+	switch out.Status {
+	case models.TeamCompleted:
+		if !contains(s.CompletedTeams, out.TeamName) {
+			s.CompletedTeams = append(s.CompletedTeams, out.TeamName)
+		}
+		return
+	case models.TeamFailed:
+	default:
+		return
+	}
+	now := models.FormatTimestamp(workflow.Now(ctx))
+	msg := fmt.Sprintf("team %q failed: %s", out.TeamName, out.Error)
+	s.Errors = append(s.Errors, models.ErrorInfo{ErrorCode: models.CodeExecutionFailed.Name, Message: msg, Timestamp: now,
+		Context: map[string]any{"team_id": out.TeamID, "team_name": out.TeamName}})
+	w.emit(ctx, systemSource(), models.CategorySystem, models.ActionError, map[string]any{"message": msg, "team_name": out.TeamName})
+	for changed := true; changed; {
+		changed = false
+		for _, t := range w.hier.Teams {
+			if w.teamStatus(t.Name) != "" {
+				continue
+			}
+			for _, dep := range w.hier.Dependencies[t.Name] {
+				if st := w.teamStatus(dep); st == models.TeamFailed || st == models.TeamSkipped {
+					reason := fmt.Sprintf("skipped: upstream team %q %s", dep, st)
+					s.Teams = append(s.Teams, models.TeamOutput{TeamID: t.ID, TeamName: t.Name, Status: models.TeamSkipped, Error: reason})
+					w.warn(ctx, models.GlobalSupervisorSource(w.hier), fmt.Sprintf("team %q %s", t.Name, reason))
+					changed = true
+					break
+				}
+			}
+		}
+	}
+}
+
+// teamStatus is a team's outcome so far: completed if any turn completed,
+// else failed or skipped, "" when it has not run.
+func (w *runWorkflow) teamStatus(name string) string {
+	status := ""
+	for _, t := range w.state.Teams {
+		if t.TeamName != name {
+			continue
+		}
+		if t.Status == models.TeamCompleted {
+			return models.TeamCompleted
+		}
+		status = t.Status
+	}
+	return status
+}
+
+func (w *runWorkflow) depsComplete(name string) bool {
+	for _, dep := range w.hier.Dependencies[name] {
+		if w.teamStatus(dep) != models.TeamCompleted {
+			return false
+		}
+	}
+	return true
+}
+
+// offerableTeams are the teams the global supervisor may pick: their
+// dependencies are complete and they have neither failed nor been skipped
+// (a completed team may be asked again).
+func (w *runWorkflow) offerableTeams() []models.Option {
+	var options []models.Option
+	for _, t := range w.hier.Teams {
+		st := w.teamStatus(t.Name)
+		if st == models.TeamFailed || st == models.TeamSkipped || !w.depsComplete(t.Name) {
+			continue
+		}
+		options = append(options, models.Option{Name: t.Name, Description: teamDescription(t)})
+	}
+	return options
+}
+
+// contextFor is what a team turn sees of earlier teams: everything done so
+// far with enable_context_sharing, else its upstream teams' outputs.
+func (w *runWorkflow) contextFor(name string) []models.TeamOutput {
+	done := completedTeams(w.state.Teams)
+	if w.hier.EnableContextSharing {
+		return done
+	}
+	var upstream []models.TeamOutput
+	for _, t := range done {
+		if contains(w.hier.Dependencies[name], t.TeamName) {
+			upstream = append(upstream, t)
+		}
+	}
+	return upstream
+}
+
+func completedTeams(teams []models.TeamOutput) []models.TeamOutput {
+	var out []models.TeamOutput
+	for _, t := range teams {
+		if t.Status == models.TeamCompleted {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func sortedNames(set map[string]bool) []string {
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // fail records a failed or cancelled run in the database and on the stream.
@@ -284,25 +544,41 @@ func (w *runWorkflow) fail(ctx workflow.Context, cause error) error {
 	s := w.state
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	gs := models.GlobalSupervisorSource(w.hier)
-	partial := &models.RunResult{Teams: s.Teams, Warnings: s.Warnings, Usage: s.Usage}
-	if temporal.IsCanceledError(cause) || errors.Is(ctx.Err(), workflow.ErrCanceled) {
+	now := models.FormatTimestamp(workflow.Now(ctx))
+	switch {
+	case w.timedOut:
+		// Spec 001 EXECUTION_TIMEOUT: the run ends as timed out, with what it
+		// had done kept in its result.
+		msg := fmt.Sprintf("the run exceeded its max_execution_time of %ds", w.hier.MaxExecutionTime)
+		s.Errors = append(s.Errors, models.ErrorInfo{ErrorCode: models.CodeExecutionTimeout.Name, Message: msg, Timestamp: now})
+		s.Status = models.RunTimedOut
+		w.emit(dctx, systemSource(), models.CategorySystem, models.ActionError, map[string]any{"message": msg, "error_code": models.CodeExecutionTimeout.Name})
+		w.emit(dctx, gs, models.CategoryLifecycle, models.ActionFailed, map[string]any{"error": msg, "error_code": models.CodeExecutionTimeout.Name})
+		w.persistAll(dctx)
+		_ = w.setStatus(dctx, models.RunStatusUpdate{RunID: w.in.RunID, Status: models.RunTimedOut, Result: w.result(), Error: msg})
+		return temporal.NewNonRetryableApplicationError(msg, models.CodeExecutionTimeout.Name, nil)
+	case temporal.IsCanceledError(cause) || errors.Is(ctx.Err(), workflow.ErrCanceled):
 		s.Status = models.RunCancelled
 		w.emit(dctx, gs, models.CategoryLifecycle, models.ActionCancelled, map[string]any{"reason": "cancelled"})
 		w.persistAll(dctx)
-		_ = w.setStatus(dctx, models.RunStatusUpdate{RunID: w.in.RunID, Status: models.RunCancelled, Result: partial, Error: "cancelled"})
+		_ = w.setStatus(dctx, models.RunStatusUpdate{RunID: w.in.RunID, Status: models.RunCancelled, Result: w.result(), Error: "cancelled"})
 		return cause
 	}
 	msg := failureMessage(cause)
+	if len(s.Errors) == 0 {
+		// Not a team's failure (those are recorded as they happen).
+		s.Errors = append(s.Errors, models.ErrorInfo{ErrorCode: models.CodeExecutionFailed.Name, Message: msg, Timestamp: now})
+		w.emit(dctx, systemSource(), models.CategorySystem, models.ActionError, map[string]any{"message": msg})
+	}
 	s.Status = models.RunFailed
-	w.emit(dctx, systemSource(), models.CategorySystem, models.ActionError, map[string]any{"message": msg})
-	w.emit(dctx, gs, models.CategoryLifecycle, models.ActionFailed, map[string]any{"error": msg})
+	w.emit(dctx, gs, models.CategoryLifecycle, models.ActionFailed, map[string]any{"error": msg, "error_code": models.CodeExecutionFailed.Name})
 	w.persistAll(dctx)
-	_ = w.setStatus(dctx, models.RunStatusUpdate{RunID: w.in.RunID, Status: models.RunFailed, Result: partial, Error: msg})
+	_ = w.setStatus(dctx, models.RunStatusUpdate{RunID: w.in.RunID, Status: models.RunFailed, Result: w.result(), Error: msg})
 	return cause
 }
 
 func (w *runWorkflow) setStatus(ctx workflow.Context, u models.RunStatusUpdate) error {
-	return workflow.ExecuteActivity(storeContext(ctx), a.SetRunStatus, u).Get(ctx, nil)
+	return w.await(ctx, workflow.ExecuteActivity(storeContext(ctx), a.SetRunStatus, u), nil)
 }
 
 func (w *runWorkflow) warn(ctx workflow.Context, source models.Source, msg string) {
@@ -323,6 +599,26 @@ func (w *runWorkflow) emit(ctx workflow.Context, source models.Source, category,
 		Event:     models.EventKind{Category: category, Action: action},
 		Data:      data,
 	})
+}
+
+// await waits for f while applying the event batches that arrive, in
+// history order: batches delivered before f's completion are applied first.
+func (w *runWorkflow) await(ctx workflow.Context, f workflow.Future, valuePtr any) error {
+	done := false
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(w.signals, func(c workflow.ReceiveChannel, _ bool) { w.applyOne(ctx, c) })
+	sel.AddFuture(f, func(workflow.Future) { done = true })
+	for !done {
+		sel.Select(ctx)
+	}
+	return f.Get(ctx, valuePtr)
+}
+
+// applyOne applies the batch a selector found ready.
+func (w *runWorkflow) applyOne(ctx workflow.Context, c workflow.ReceiveChannel) {
+	var batch models.EventBatch
+	c.Receive(ctx, &batch)
+	w.applyBatch(batch)
 }
 
 // drainSignals applies every event batch already delivered.

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -357,6 +358,13 @@ func TestCancellation(t *testing.T) {
 // terminal status is written.
 func TestEventLog(t *testing.T) {
 	f := &fakeActivities{decisions: map[string][]models.Decision{"gs": {dispatch("writing", "go")}, "ts-w": {dispatch("writer", "go")}}}
+	// The writer takes a moment, so the signals below arrive mid-run.
+	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		if in.Agent.AgentID == "w-writer" {
+			time.Sleep(200 * time.Millisecond)
+		}
+		return &models.RespondResult{Output: "output of " + in.Agent.Name}, nil
+	}
 	env := newEnv(t, f)
 	batch := models.EventBatch{Producer: "p", Seq: 1, Events: []models.Event{{RunID: "run-1", Event: models.EventKind{Category: "llm", Action: "stream"}, Data: map[string]any{"content": "hi"}}}}
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(models.SignalEvents, batch) }, time.Millisecond)
@@ -392,5 +400,176 @@ func TestEventLog(t *testing.T) {
 	}
 	if len(page.Events) != 2 || page.Events[0].Sequence != 4 || !page.Terminal || page.LastSequence != 5 {
 		t.Errorf("page after 3 = %+v", page)
+	}
+}
+
+// diamond is four teams: b and c need a, d needs b and c.
+func diamond(mode string) models.Hierarchy {
+	h := models.Hierarchy{ID: "h-d", Name: "diamond", ExecutionMode: mode, GlobalSupervisor: models.Agent{AgentID: "gs"}}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		h.Teams = append(h.Teams, models.Team{Name: n, Supervisor: models.Agent{AgentID: "ts-" + n}, Workers: []models.Agent{{AgentID: "w-" + n, Name: "worker-" + n}}})
+	}
+	h.Dependencies = map[string][]string{"d": {"b", "c"}, "b": {"a"}, "c": {"a"}}
+	h.Normalize()
+	if err := h.Validate(); err != nil {
+		panic(err)
+	}
+	return h
+}
+
+func dispatched(f *fakeActivities, kind string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, e := range f.persisted {
+		if e.Event.String() == kind {
+			name, _ := e.Data["team_name"].(string)
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func TestParallelDiamond(t *testing.T) {
+	f := &fakeActivities{decisions: map[string][]models.Decision{
+		"ts-a": {dispatch("worker-a", "x")}, "ts-b": {dispatch("worker-b", "x")}, "ts-c": {dispatch("worker-c", "x")}, "ts-d": {dispatch("worker-d", "x")},
+	}}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(diamond(models.ExecutionModeParallel)))
+	var res models.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	// a alone, then b and c together, then d.
+	if got := strings.Join(dispatched(f, "dispatch.team"), ","); got != "a,b,c,d" {
+		t.Errorf("dispatch order %s", got)
+	}
+	var order []string
+	for _, e := range f.persisted {
+		if e.Event.String() == "dispatch.team" || (e.Event.String() == "dispatch.worker") {
+			order = append(order, e.Event.Action+":"+fmt.Sprint(e.Data["team_name"], e.Data["worker_name"]))
+		}
+	}
+	// b and c are dispatched before either team's supervisor dispatches a
+	// worker: they run at once.
+	joined := strings.Join(order, " ")
+	if !strings.Contains(joined, "team:b<nil> team:c<nil>") {
+		t.Errorf("b and c did not start together: %s", joined)
+	}
+	// The dependent team receives its upstream teams' outputs.
+	for _, r := range f.responds {
+		if r.Agent.AgentID == "w-d" && (!hasContext(r, "team b", "output of worker-b") || !hasContext(r, "team c", "output of worker-c") || hasContext(r, "team a", "")) {
+			t.Errorf("team d's worker context = %+v", r.Context)
+		}
+	}
+	if len(res.Teams) != 4 {
+		t.Errorf("teams = %+v", res.Teams)
+	}
+	for _, tm := range res.Teams {
+		if tm.Status != models.TeamCompleted || tm.StartedAt == nil || tm.CompletedAt == nil {
+			t.Errorf("team %s: %+v", tm.TeamName, tm)
+		}
+	}
+}
+
+func TestSequentialOffersOnlyReadyTeams(t *testing.T) {
+	f := &fakeActivities{decisions: map[string][]models.Decision{
+		"gs":   {dispatch("a", "1"), dispatch("c", "2"), dispatch("b", "3"), dispatch("d", "4")},
+		"ts-a": {dispatch("worker-a", "x")}, "ts-b": {dispatch("worker-b", "x")}, "ts-c": {dispatch("worker-c", "x")}, "ts-d": {dispatch("worker-d", "x")},
+	}}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(diamond(models.ExecutionModeSequential)))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var offered []string
+	for _, d := range f.decides {
+		if d.Source.AgentID == "gs" {
+			offered = append(offered, strings.Join(optionNames(d.Options), "+"))
+		}
+	}
+	want := "a | a+b+c | a+b+c | a+b+c+d | a+b+c+d"
+	if got := strings.Join(offered, " | "); got != want {
+		t.Errorf("offered %s, want %s", got, want)
+	}
+}
+
+func optionNames(options []models.Option) []string {
+	var names []string
+	for _, o := range options {
+		names = append(names, o.Name)
+	}
+	return names
+}
+
+func TestFailedUpstreamSkipsDependents(t *testing.T) {
+	h := diamond(models.ExecutionModeParallel)
+	h.Teams = append(h.Teams, models.Team{Name: "e", Supervisor: models.Agent{AgentID: "ts-e"}, Workers: []models.Agent{{AgentID: "w-e", Name: "worker-e"}}})
+	h.Normalize()
+	if err := h.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeActivities{decisions: map[string][]models.Decision{
+		"ts-a": {dispatch("worker-a", "x")}, "ts-e": {dispatch("worker-e", "x")},
+	}}
+	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		if in.Agent.AgentID == "w-a" {
+			return nil, temporal.NewNonRetryableApplicationError("HTTP 400: bad request", activities.ErrLLMRejected, nil)
+		}
+		return &models.RespondResult{Output: "ok"}, nil
+	}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(h))
+	if env.GetWorkflowError() == nil {
+		t.Fatal("the run succeeded")
+	}
+	last := f.lastStatus()
+	if last.Status != models.RunFailed || last.Result == nil {
+		t.Fatalf("status = %+v", last)
+	}
+	status := map[string]string{}
+	reasons := map[string]string{}
+	for _, tm := range last.Result.Teams {
+		status[tm.TeamName], reasons[tm.TeamName] = tm.Status, tm.Error
+	}
+	if status["a"] != "failed" || status["b"] != "skipped" || status["c"] != "skipped" || status["d"] != "skipped" || status["e"] != "completed" {
+		t.Errorf("team statuses = %v", status)
+	}
+	if !strings.Contains(reasons["b"], `upstream team "a" failed`) || !strings.Contains(reasons["d"], "upstream team") {
+		t.Errorf("skip reasons = %v", reasons)
+	}
+	if len(last.Result.Errors) != 1 || !strings.Contains(last.Result.Errors[0].Message, "HTTP 400") || !strings.Contains(last.Error, `team "a" failed`) {
+		t.Errorf("errors = %+v, error %q", last.Result.Errors, last.Error)
+	}
+}
+
+func TestTimeoutKeepsPartialResults(t *testing.T) {
+	h := testHierarchy()
+	h.MaxExecutionTime = 1
+	f := &fakeActivities{decisions: map[string][]models.Decision{
+		"gs": {dispatch("research", "1"), dispatch("writing", "2")}, "ts-r": {dispatch("searcher", "s")}, "ts-w": {dispatch("writer", "w")},
+	}}
+	f.respond = func(ctx context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		if in.Agent.AgentID == "w-writer" {
+			<-ctx.Done() // overruns the time limit
+			return nil, ctx.Err()
+		}
+		return &models.RespondResult{Output: "output of " + in.Agent.Name}, nil
+	}
+	env := newEnv(t, f)
+	// The blocked activity stops the test clock from skipping ahead, so the
+	// one-second limit passes in real time.
+	env.SetTestTimeout(30 * time.Second)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(h))
+	if env.GetWorkflowError() == nil {
+		t.Fatal("the run succeeded")
+	}
+	last := f.lastStatus()
+	if last.Status != models.RunTimedOut || !strings.Contains(last.Error, "max_execution_time of 1s") {
+		t.Fatalf("status = %+v", last)
+	}
+	if r := last.Result; r == nil || len(r.Teams) != 2 || r.Teams[0].Status != "completed" || r.Teams[0].Workers[0].Output != "output of searcher" ||
+		r.Teams[1].Status != "failed" || r.Errors[len(r.Errors)-1].ErrorCode != "EXECUTION_TIMEOUT" {
+		t.Errorf("partial result = %+v", r)
 	}
 }

@@ -29,8 +29,12 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 	team := &s.Input.Team
 	root := &models.Hierarchy{GlobalSupervisor: models.Agent{AgentID: in.RootAgentID}}
 	source := models.TeamSupervisorSource(root, team)
+	limit := team.Supervisor.MaxIterations
+	if limit <= 0 {
+		limit = in.MaxIterations
+	}
 	finished := false
-	for s.Iteration < in.MaxIterations {
+	for s.Iteration < limit {
 		options := availableWorkers(team, s.Dispatched)
 		if len(options) == 0 {
 			finished = true // prevent_duplicate: every worker has had its turn
@@ -38,7 +42,7 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 		}
 		s.Iteration++
 		var d models.Decision
-		dctx := llmContext(ctx, in.Options, agentSummary(team.Name, team.Supervisor, in.Options))
+		dctx := llmContext(ctx, in.Options, agentSummary(team.Name, team.Supervisor, in.Options), team.Supervisor)
 		if err := workflow.ExecuteActivity(dctx, a.Decide, models.DecideInput{
 			RunID:       in.RunID,
 			Supervisor:  team.Supervisor,
@@ -86,17 +90,17 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 		}
 		s.Warnings = append(s.Warnings, tr.Warnings...)
 		res := tr.Answer
-		res.Usage = tr.Usage
 		s.Outputs = append(s.Outputs, models.WorkerOutput{
 			AgentID: worker.AgentID, Name: worker.Name, Instruction: d.Instruction,
-			Output: res.Output, Model: res.Model, Offline: res.Offline, Usage: res.Usage,
+			Output: res.Output, Model: res.Model, Offline: res.Offline, Usage: tr.Usage,
+			ToolsUsed: tr.ToolsUsed, MessageID: turn.MessageID,
 		})
 		if !contains(s.Dispatched, worker.Name) {
 			s.Dispatched = append(s.Dispatched, worker.Name)
 		}
 	}
 	if !finished {
-		msg := fmt.Sprintf("team supervisor of %q reached its iteration limit (%d); ending the team's turn", team.Name, in.MaxIterations)
+		msg := fmt.Sprintf("team supervisor of %q reached its iteration limit (%d); ending the team's turn", team.Name, limit)
 		s.Warnings = append(s.Warnings, msg)
 		s.Events.emit(ctx, source, models.CategorySystem, models.ActionWarning, map[string]any{"message": msg})
 	}
