@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -22,20 +24,125 @@ type errorBody struct {
 	Field     string `json:"field,omitempty"`
 }
 
-// writeError is the one place that turns an error into an HTTP response.
-// Errors that are not *models.Error are internal: they are logged with their
-// cause and answered with a generic 500 that leaks nothing.
+// v1ErrorBody is spec 001's error response: success false, the business
+// code, the error with its details, and a short human-readable message.
+type v1ErrorBody struct {
+	Success bool        `json:"success"`
+	Code    string      `json:"code"`
+	Error   v1ErrorInfo `json:"error"`
+	Message string      `json:"message"`
+}
+
+type v1ErrorInfo struct {
+	Message string         `json:"message"`
+	Details map[string]any `json:"details"`
+}
+
+// codeMethodNotAllowed answers a known route called with the wrong method.
+// It is not in the models vocabulary because no handler ever returns it;
+// only the router does.
+var codeMethodNotAllowed = models.Code{Name: "METHOD_NOT_ALLOWED", Numeric: 40501, HTTPStatus: 405}
+
+// writeError is the one place that turns an error into an HTTP response, in
+// the request's dialect (see markDialect): contract 002's envelope on the
+// executor API, spec 001's on /api/v1. Both carry the same business code and
+// HTTP status. Errors that are not *models.Error are internal: they are
+// logged with their cause and answered with a generic 500 that leaks
+// nothing.
 func (s *Server) writeError(c *gin.Context, err error) {
 	code := models.ErrorCode(err)
-	body := errorBody{Code: code.Numeric, Message: models.ErrorMessage(err), ErrorCode: code.Name}
 	var e *models.Error
-	if errors.As(err, &e) {
-		body.Field = e.Field
-	}
+	errors.As(err, &e)
 	if code.HTTPStatus >= 500 {
 		s.log.ErrorContext(c.Request.Context(), "request failed", "method", c.Request.Method, "path", c.FullPath(), "error", err)
 	}
+	if isV1(c) {
+		details := map[string]any{"timestamp": models.FormatTimestamp(time.Now())}
+		if e != nil && e.Field != "" {
+			details["field"] = e.Field
+		}
+		if key, ok := c.Get(v1ResourceKey); ok {
+			if id := c.Param("id"); id != "" {
+				details[key.(string)] = id
+			}
+		}
+		c.AbortWithStatusJSON(code.HTTPStatus, v1ErrorBody{
+			Code:    code.Name,
+			Error:   v1ErrorInfo{Message: models.ErrorMessage(err), Details: details},
+			Message: v1ErrorSummary(code),
+		})
+		return
+	}
+	body := errorBody{Code: code.Numeric, Message: models.ErrorMessage(err), ErrorCode: code.Name}
+	if e != nil {
+		body.Field = e.Field
+	}
 	c.AbortWithStatusJSON(code.HTTPStatus, body)
+}
+
+// Context keys of the request's dialect.
+const (
+	dialectKey    = "api.dialect"
+	dialectV1     = "v1"
+	v1ResourceKey = "api.v1.resource" // the name of the :id path parameter in error details
+)
+
+// markDialect marks requests under /api/v1 (spec 001's surface) so that
+// writeError answers them in spec 001's envelope. It runs on every request,
+// unknown routes and wrong methods included, which a group middleware would
+// not see.
+func markDialect(c *gin.Context) {
+	if p := c.Request.URL.Path; p == V1Prefix || strings.HasPrefix(p, V1Prefix+"/") {
+		c.Set(dialectKey, dialectV1)
+	}
+	c.Next()
+}
+
+func isV1(c *gin.Context) bool { return c.GetString(dialectKey) == dialectV1 }
+
+// v1Resource names the :id path parameter of a spec 001 route group in
+// error details ("team_id", "execution_id"), as spec 001's example does.
+func v1Resource(name string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Set(v1ResourceKey, name)
+		c.Next()
+	}
+}
+
+// v1ErrorSummary is the short top-level message of a spec 001 error; the
+// specific one is in error.message.
+func v1ErrorSummary(code models.Code) string {
+	switch code.Name {
+	case models.CodeHierarchyNotFound.Name:
+		return "team not found"
+	case models.CodeExecutionNotFound.Name:
+		return "execution not found"
+	case models.CodeInvalidParameters.Name, models.CodeInvalidConfig.Name:
+		return "invalid request"
+	case models.CodeInvalidDependencies.Name:
+		return "invalid team dependencies"
+	case models.CodeProviderNotSupported.Name:
+		return "LLM provider not supported"
+	case models.CodeMissingAPIKey.Name:
+		return "LLM provider not configured"
+	case models.CodeExecutionInProgress.Name:
+		return "execution state does not allow this"
+	case models.CodeExecutionFailed.Name:
+		return "execution failed"
+	case models.CodeExecutionTimeout.Name:
+		return "execution timed out"
+	case models.CodeResourceLimitExceeded.Name:
+		return "resource limit exceeded"
+	case models.CodeUnavailable.Name:
+		return "service unavailable"
+	case models.CodeRouteNotFound.Name:
+		return "no such endpoint"
+	case codeMethodNotAllowed.Name:
+		return "method not allowed"
+	case models.CodeSystemError.Name:
+		return "internal error"
+	}
+	return strings.ToLower(strings.ReplaceAll(code.Name, "_", " "))
 }
 
 // decodeJSON reads the request body into dst, turning every way a body can

@@ -28,6 +28,31 @@ type agentInput struct {
 	// accept them (one body shape for every agent) and drop them.
 	SubAgents     []string `json:"sub_agents"`
 	MaxIterations int      `json:"max_iterations"`
+	// LLM settings, flat or as spec 001's llm_config (which wins).
+	Provider   string          `json:"provider"`
+	BaseURL    string          `json:"base_url"`
+	Region     string          `json:"region"`
+	Timeout    int             `json:"timeout"`
+	UserPrompt string          `json:"user_prompt"`
+	LLMConfig  *llmConfigInput `json:"llm_config"`
+}
+
+// llmConfigInput is spec 001's per-agent llm_config.
+type llmConfigInput struct {
+	Provider    string   `json:"provider"`
+	Model       string   `json:"model"`
+	BaseURL     string   `json:"base_url"`
+	Region      string   `json:"region"`
+	Temperature *float64 `json:"temperature"`
+	MaxTokens   *int     `json:"max_tokens"`
+	Timeout     int      `json:"timeout"`
+}
+
+// globalConfigInput is spec 001's global_config.
+type globalConfigInput struct {
+	MaxExecutionTime *int   `json:"max_execution_time"`
+	EnableStreaming  *bool  `json:"enable_streaming"`
+	OutputFormat     string `json:"output_format"`
 }
 
 type teamInput struct {
@@ -55,6 +80,12 @@ type hierarchyInput struct {
 	EnableContextSharing  bool        `json:"enable_context_sharing"`
 	MaxIterations         int         `json:"max_iterations"`
 	Teams                 []teamInput `json:"teams"`
+	// Spec 001's team dependencies (team name or id → the teams it needs
+	// first), parallel limit and time limit.
+	Dependencies     map[string][]string `json:"dependencies"`
+	MaxParallelTeams int                 `json:"max_parallel_teams"`
+	MaxExecutionTime int                 `json:"max_execution_time"`
+	GlobalConfig     *globalConfigInput  `json:"global_config"`
 }
 
 type idInput struct {
@@ -80,16 +111,37 @@ func (in *agentInput) toModel(field string, worker bool) (models.Agent, error) {
 		return models.Agent{}, nil
 	}
 	a := models.Agent{
-		Name:         strings.TrimSpace(in.Name),
-		Role:         strings.TrimSpace(in.Role),
-		SystemPrompt: firstNonEmpty(in.SystemPrompt, in.Prompt),
-		Model:        strings.TrimSpace(firstNonEmpty(in.Model, in.ModelID)),
-		Temperature:  in.Temperature,
-		MaxTokens:    in.MaxTokens,
-		Tools:        in.Tools,
+		Name:          strings.TrimSpace(in.Name),
+		Role:          strings.TrimSpace(in.Role),
+		SystemPrompt:  firstNonEmpty(in.SystemPrompt, in.Prompt),
+		Model:         strings.TrimSpace(firstNonEmpty(in.Model, in.ModelID)),
+		Temperature:   in.Temperature,
+		MaxTokens:     in.MaxTokens,
+		Tools:         in.Tools,
+		MaxIterations: in.MaxIterations,
+		Provider:      strings.TrimSpace(in.Provider),
+		BaseURL:       strings.TrimSpace(in.BaseURL),
+		Region:        strings.TrimSpace(in.Region),
+		Timeout:       in.Timeout,
+		UserPrompt:    in.UserPrompt,
 	}
-	// Nothing stores a supervisor's sub-agents or iteration bound, so they
-	// are dropped here rather than echoed by update and lost by get.
+	if c := in.LLMConfig; c != nil {
+		a.Provider = firstNonEmpty(strings.TrimSpace(c.Provider), a.Provider)
+		a.Model = firstNonEmpty(strings.TrimSpace(c.Model), a.Model)
+		a.BaseURL = firstNonEmpty(strings.TrimSpace(c.BaseURL), a.BaseURL)
+		a.Region = firstNonEmpty(strings.TrimSpace(c.Region), a.Region)
+		if c.Temperature != nil {
+			a.Temperature = c.Temperature
+		}
+		if c.MaxTokens != nil {
+			a.MaxTokens = c.MaxTokens
+		}
+		if c.Timeout != 0 {
+			a.Timeout = c.Timeout
+		}
+	}
+	// Supervisors have no tools or sub-agents (they route); their
+	// max_iterations bounds their routing loop.
 	if worker {
 		var err error
 		if a.Tools, err = cleanKeys(field+".tools", "tool key", in.Tools); err != nil {
@@ -98,10 +150,8 @@ func (in *agentInput) toModel(field string, worker bool) (models.Agent, error) {
 		if a.SubAgents, err = cleanKeys(field+".sub_agents", "sub-agent name", in.SubAgents); err != nil {
 			return a, err
 		}
-		a.MaxIterations = in.MaxIterations
-		if a.MaxIterations < 0 || a.MaxIterations > models.MaxAgentIterations {
-			return a, models.FieldError(field+".max_iterations", "must be between 0 (the default, %d) and %d, got %d", models.DefaultAgentIterations, models.MaxAgentIterations, a.MaxIterations)
-		}
+	} else {
+		a.Tools = nil
 	}
 	if in.AgentID != nil {
 		// An explicit agent_id must be usable; only an absent one is generated.
@@ -120,6 +170,12 @@ func (in *hierarchyInput) toModel() (*models.Hierarchy, error) {
 		ExecutionMode:        strings.TrimSpace(in.ExecutionMode),
 		EnableContextSharing: in.EnableContextSharing,
 		MaxIterations:        in.MaxIterations,
+		Dependencies:         in.Dependencies,
+		MaxParallelTeams:     in.MaxParallelTeams,
+		MaxExecutionTime:     in.MaxExecutionTime,
+	}
+	if g := in.GlobalConfig; g != nil && g.MaxExecutionTime != nil {
+		h.MaxExecutionTime = *g.MaxExecutionTime
 	}
 	if in.MaxIterations < 0 {
 		return nil, models.FieldError("max_iterations", "must be between 1 and %d, got %d", models.MaxMaxIterations, in.MaxIterations)
@@ -194,7 +250,7 @@ func (s *Server) createHierarchy(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	ok(c, gin.H{"hierarchy_id": h.ID})
+	ok(c, gin.H{"hierarchy_id": h.ID, "execution_order": h.ExecutionOrder})
 }
 
 func (s *Server) getHierarchy(c *gin.Context) {

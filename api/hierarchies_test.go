@@ -473,6 +473,26 @@ func TestInternalErrorsDoNotLeak(t *testing.T) {
 	})
 }
 
+// TestTeamIDs: callers may set team ids; they are unique within a
+// hierarchy, and two hierarchies may use the same ones.
+func TestTeamIDs(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		a := newTestAPI(t, st)
+		body := specBody()
+		team(body, 0)["id"] = "team_theory"
+		team(body, 1)["id"] = "team_lab"
+		first, second := create(a, body), create(a, body)
+		if get(a, first).Teams[0].ID != "team_theory" || get(a, second).Teams[1].ID != "team_lab" {
+			t.Error("caller-set team ids not kept")
+		}
+		team(body, 1)["id"] = "team_theory"
+		env := a.expectError(pathCreate, body, http.StatusBadRequest, 40001)
+		if env.Field != "teams[1].id" {
+			t.Errorf("duplicate team id: %+v", env)
+		}
+	})
+}
+
 // TestCreateIsAtomic makes the team insert fail after the hierarchy row was
 // written (two teams with one id): the transaction must leave nothing.
 func TestCreateIsAtomic(t *testing.T) {
@@ -485,10 +505,9 @@ func TestCreateIsAtomic(t *testing.T) {
 				{ID: "same", Name: "b", Workers: []models.Agent{{Name: "w2"}}},
 			},
 		}
+		// Validation would refuse the duplicate id; the store is called
+		// directly to see the database refuse it mid-transaction.
 		h.Normalize()
-		if err := h.Validate(); err != nil {
-			t.Fatal(err)
-		}
 		ctx := context.Background()
 		if err := st.CreateHierarchy(ctx, h); err == nil {
 			t.Fatal("create with a duplicate team id succeeded")
@@ -538,8 +557,10 @@ func TestHierarchyToolsAndSubAgents(t *testing.T) {
 			if w := h.Teams[1].Workers[0]; strings.Join(w.SubAgents, ",") != "researcher" {
 				t.Errorf("team 1 worker sub_agents = %v", w.SubAgents)
 			}
-			if len(h.GlobalSupervisor.SubAgents) != 0 || h.Teams[0].Supervisor.MaxIterations != 0 {
-				t.Errorf("supervisors kept worker-only fields: %+v / %+v", h.GlobalSupervisor, h.Teams[0].Supervisor)
+			// A supervisor's max_iterations bounds its routing loop (spec 001's
+			// supervisor_config.max_iterations); sub-agents are workers' only.
+			if len(h.GlobalSupervisor.SubAgents) != 0 || h.Teams[0].Supervisor.MaxIterations != 7 {
+				t.Errorf("supervisors: %+v / %+v", h.GlobalSupervisor, h.Teams[0].Supervisor)
 			}
 
 			body := withRefs()
@@ -553,8 +574,8 @@ func TestHierarchyToolsAndSubAgents(t *testing.T) {
 			if strings.Join(w.Tools, ",") != "current_time" || len(w.SubAgents) != 0 || w.MaxIterations != models.MaxAgentIterations {
 				t.Errorf("after update worker 0 = tools %v sub_agents %v max_iterations %d", w.Tools, w.SubAgents, w.MaxIterations)
 			}
-			if len(updated.GlobalSupervisor.SubAgents) != 0 || updated.Teams[0].Supervisor.MaxIterations != 0 {
-				t.Error("the update response echoes supervisors' worker-only fields that get does not return")
+			if len(updated.GlobalSupervisor.SubAgents) != 0 || updated.Teams[0].Supervisor.MaxIterations != 7 {
+				t.Error("the update response differs from what get returns for supervisors")
 			}
 		})
 

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -10,13 +11,32 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
 )
 
 type startInput struct {
-	HierarchyID string `json:"hierarchy_id"`
-	Task        string `json:"task"`
+	HierarchyID     string                `json:"hierarchy_id"`
+	Task            string                `json:"task"`
+	ExecutionConfig *executionConfigInput `json:"execution_config"`
+}
+
+// executionConfigInput is spec 001's execution_config of a start.
+type executionConfigInput struct {
+	StreamEvents            *bool `json:"stream_events"`
+	SaveIntermediateResults *bool `json:"save_intermediate_results"`
+	MaxParallelTeams        int   `json:"max_parallel_teams"`
+}
+
+func (in *executionConfigInput) options() (StartOptions, error) {
+	if in == nil {
+		return StartOptions{}, nil
+	}
+	if in.MaxParallelTeams < 0 {
+		return StartOptions{}, models.FieldError("execution_config.max_parallel_teams", "must be 0 (the hierarchy's) or more, got %d", in.MaxParallelTeams)
+	}
+	return StartOptions{MaxParallelTeams: in.MaxParallelTeams}, nil
 }
 
 type runIDInput struct {
@@ -58,7 +78,12 @@ func (s *Server) startRun(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	run, err := s.runs.Start(ctx, h, in.Task)
+	opts, err := in.ExecutionConfig.options()
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	run, err := s.runs.Start(ctx, h, in.Task, opts)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -72,11 +97,31 @@ type Runs struct {
 	Temporal  client.Client
 	TaskQueue string
 	Options   models.RunOptions
+	// Models checks, before a run starts, that every agent's model routes
+	// to a supported, configured provider; nil skips the check.
+	Models ModelChecker
 }
 
-// Start stores a pending run and starts its workflow. If the workflow
-// cannot be started, the run row is removed again.
-func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string) (*store.Run, error) {
+// ModelChecker resolves an agent's model as the worker will
+// (llm.Router.CheckRequest): an unknown provider is PROVIDER_NOT_SUPPORTED,
+// one without its key MISSING_API_KEY, a disallowed base URL or region
+// INVALID_CONFIG.
+type ModelChecker interface {
+	CheckRequest(req llm.Request) error
+}
+
+// StartOptions are per-run settings a start may give (spec 001's
+// execution_config).
+type StartOptions struct {
+	MaxParallelTeams int
+}
+
+// Start checks the agents' providers, stores a pending run and starts its
+// workflow. If the workflow cannot be started, the run row is removed again.
+func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts StartOptions) (*store.Run, error) {
+	if err := r.checkModels(h); err != nil {
+		return nil, err
+	}
 	id := models.NewID()
 	run := &store.Run{
 		ID: id, HierarchyID: h.ID, HierarchyName: h.Name, TotalTeams: len(h.Teams),
@@ -89,12 +134,56 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string) (*st
 		ID:            run.WorkflowID,
 		TaskQueue:     r.TaskQueue,
 		StaticSummary: h.Name + ": " + oneLine(task, 200),
-	}, models.RunWorkflowName, models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.Options})
+	}, models.RunWorkflowName, models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(opts)})
 	if err != nil {
 		_ = r.Store.DeleteRun(context.WithoutCancel(ctx), id)
 		return nil, &models.Error{Code: models.CodeUnavailable, Message: "could not start the run's workflow: Temporal is unavailable", Err: err}
 	}
 	return run, nil
+}
+
+func (r *Runs) runOptions(opts StartOptions) models.RunOptions {
+	o := r.Options
+	if opts.MaxParallelTeams > 0 {
+		o.MaxParallelTeams = opts.MaxParallelTeams
+	}
+	return o
+}
+
+// checkModels fails fast, before anything is stored, when an agent could
+// not reach its model, instead of failing later mid-run.
+func (r *Runs) checkModels(h *models.Hierarchy) error {
+	if r.Models == nil {
+		return nil
+	}
+	check := func(field string, a models.Agent) error {
+		model := a.Model
+		if model == "" {
+			model = r.Options.DefaultModel
+		}
+		if err := r.Models.CheckRequest(llm.Request{Model: model, Provider: a.Provider, BaseURL: a.BaseURL, Region: a.Region}); err != nil {
+			var e *models.Error
+			if errors.As(err, &e) {
+				return &models.Error{Code: e.Code, Field: field, Message: fmt.Sprintf("%s (agent_id %s): %s", field, a.AgentID, e.Message)}
+			}
+			return err
+		}
+		return nil
+	}
+	if err := check("global_supervisor_agent", h.GlobalSupervisor); err != nil {
+		return err
+	}
+	for i, t := range h.Teams {
+		if err := check(fmt.Sprintf("teams[%d].team_supervisor_agent", i), t.Supervisor); err != nil {
+			return err
+		}
+		for j, w := range t.Workers {
+			if err := check(fmt.Sprintf("teams[%d].workers[%d]", i, j), w); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // runView is runs/get's answer.
@@ -189,10 +278,8 @@ func (s *Server) listRuns(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	switch in.Status {
-	case "", models.RunPending, models.RunRunning, models.RunCompleted, models.RunFailed, models.RunCancelled:
-	default:
-		s.writeError(c, models.FieldError("status", "must be one of pending, running, completed, failed, cancelled; got %q", in.Status))
+	if in.Status != "" && !contains(models.RunStatuses, in.Status) {
+		s.writeError(c, models.FieldError("status", "must be one of %s; got %q", strings.Join(models.RunStatuses, ", "), in.Status))
 		return
 	}
 	runs, total, err := s.store.ListRuns(c.Request.Context(), store.RunFilter{ListFilter: f, HierarchyID: strings.TrimSpace(in.HierarchyID), Status: in.Status})
@@ -227,7 +314,7 @@ func (s *Server) cancelRun(c *gin.Context) {
 	case models.RunCancelled:
 		ok(c, gin.H{"id": id, "status": run.Status})
 		return
-	case models.RunCompleted, models.RunFailed:
+	case models.RunCompleted, models.RunFailed, models.RunTimedOut:
 		s.writeError(c, models.Errorf(models.CodeExecutionInProgress, "run %q has already %s and cannot be cancelled", id, run.Status))
 		return
 	}

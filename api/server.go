@@ -1,5 +1,6 @@
-// Package api is the service's HTTP interface: the executor API of contract
-// 002 under /api/executor/v1, built on gin.
+// Package api is the service's HTTP interface, built on gin: the executor
+// API of contract 002 under /api/executor/v1, and spec 001's REST surface
+// under /api/v1, both served by the same engine.
 package api
 
 import (
@@ -66,15 +67,12 @@ func NewServer(opts Options) *Server {
 	s.streams = newHub(opts, s.log)
 	r := s.router
 	r.HandleMethodNotAllowed = true
-	r.Use(s.recoverPanics, s.logRequests, s.limitBody)
+	r.Use(markDialect, s.recoverPanics, s.logRequests, s.limitBody)
 	r.NoRoute(func(c *gin.Context) {
 		s.writeError(c, models.Errorf(models.CodeRouteNotFound, "no route for %s %s", c.Request.Method, c.Request.URL.Path))
 	})
 	r.NoMethod(func(c *gin.Context) {
-		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, errorBody{
-			Code: 40501, ErrorCode: "METHOD_NOT_ALLOWED",
-			Message: fmt.Sprintf("method %s is not allowed on %s", c.Request.Method, c.Request.URL.Path),
-		})
+		s.writeError(c, models.Errorf(codeMethodNotAllowed, "method %s is not allowed on %s", c.Request.Method, c.Request.URL.Path))
 	})
 
 	v1 := r.Group(ExecutorPrefix)
@@ -101,6 +99,12 @@ func NewServer(opts Options) *Server {
 	runs.POST("/messages", s.listMessages)
 	runs.POST("/stream", s.streamRunPOST)
 	runs.GET("/:id/stream", s.streamRunGET)
+	// Results read the stored run (and query a live one when Temporal is
+	// there), so they are served without Temporal too.
+	v1.POST("/runs/results", s.runResults)
+	v1.POST("/runs/results/format", s.requireRuns, s.formatRunResults)
+
+	s.routeV1(r.Group(V1Prefix))
 	return s
 }
 

@@ -176,7 +176,11 @@ func newEnv(t testing.TB, rules []llmfake.Rule, opts ...envOption) *testEnv {
 	if !o.noWorker {
 		e.startWorker()
 	}
-	e.api = app.NewAPI(e.cfg, quietLog, e.store, e.temporal)
+	router, err := app.NewLLM(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.api = app.NewAPI(e.cfg, quietLog, e.store, e.temporal, router)
 	srv := httptest.NewServer(e.api.Handler())
 	t.Cleanup(srv.Close)
 	e.apiURL = srv.URL + "/api/executor/v1"

@@ -256,8 +256,9 @@ func TestUnauthorizedFailsTheRun(t *testing.T) {
 	if n := len(callsMatching(e.fake.Calls(), "W-WRITER")); n != 1 {
 		t.Errorf("a 401 was retried: %d calls", n)
 	}
-	// Work done before the failure is kept.
-	if v.Result == nil || len(v.Result.Teams) != 1 || v.Result.Teams[0].TeamName != "research" {
+	// Work done before the failure is kept; the failed turn says why.
+	if r := v.Result; r == nil || len(r.Teams) != 2 || r.Teams[0].TeamName != "research" || r.Teams[0].Status != models.TeamCompleted ||
+		r.Teams[1].Status != models.TeamFailed || !strings.Contains(r.Teams[1].Error, "401") || len(r.Errors) != 1 {
 		t.Errorf("partial result = %+v", v.Result)
 	}
 }

@@ -198,7 +198,9 @@ func TestStream(t *testing.T) {
 	}
 
 	// A finished run replays from the database, identically, without a
-	// single workflow query.
+	// single workflow query. (The stream ends with the terminal event; the
+	// terminal status is written just after it.)
+	e.waitRun(id, 30*time.Second)
 	before := e.api.StreamStats().Queries
 	again := e.streamAll(id)
 	if e.api.StreamStats().Queries != before {

@@ -53,6 +53,7 @@ func Register(r interface {
 	r.RegisterWorkflowWithOptions(workflows.RunWorkflow, workflow.RegisterOptions{Name: models.RunWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.TeamWorkflow, workflow.RegisterOptions{Name: models.TeamWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.SubAgentWorkflow, workflow.RegisterOptions{Name: models.SubAgentWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.FormatResultsWorkflow, workflow.RegisterOptions{Name: models.FormatResultsWorkflowName})
 	if acts != nil {
 		r.RegisterActivity(acts)
 	}
