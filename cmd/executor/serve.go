@@ -95,12 +95,12 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) err
 	defer tc.Close()
 
 	errc := make(chan error, 2)
+	router, err := app.NewLLM(cfg)
+	if err != nil {
+		return err
+	}
+	log.Info("LLM providers", "routing", router.Describe())
 	if r.worker {
-		router, err := app.NewLLM(cfg)
-		if err != nil {
-			return err
-		}
-		log.Info("LLM providers", "routing", router.Describe())
 		w := app.NewWorker(cfg, log, st, tc, router)
 		if err := w.Start(); err != nil {
 			return fmt.Errorf("start Temporal worker: %w", err)
@@ -115,7 +115,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) err
 		apiServer  *api.Server
 	)
 	if r.api {
-		srv := app.NewAPI(cfg, log, st, tc)
+		srv := app.NewAPI(cfg, log, st, tc, router)
 		apiServer = srv
 		ln, err := net.Listen("tcp", cfg.HTTPAddr)
 		if err != nil {
