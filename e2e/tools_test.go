@@ -20,11 +20,11 @@ func delegateCall(name, task string) llmfake.ToolCall {
 	return toolCall("delegate", string(raw))
 }
 
-// TestToolsAndSubAgents: the searcher calls three tools in one turn (one
-// fails), then delegates to a sub-agent that delegates again; the deepest
-// one tries a cycle, a too-deep sub-agent and one not on its allowlist,
-// and every refusal reaches its model as an error result.
-func TestToolsAndSubAgents(t *testing.T) {
+// startToolsRun starts a run whose searcher calls three tools in one turn
+// (one fails), then delegates to a sub-agent that delegates again; the
+// deepest one tries a cycle, a too-deep sub-agent and one not on its
+// allowlist.
+func startToolsRun(t *testing.T) (*testEnv, string) {
 	var rules []llmfake.Rule
 	e := newEnv(t, nil)
 	// The searcher: round 1 three tools; round 2 delegate; round 3 answer.
@@ -68,6 +68,13 @@ func TestToolsAndSubAgents(t *testing.T) {
 	searcher["tools"] = []string{"calculator", "current_time", "http_get"}
 	searcher["sub_agents"] = []string{"researcher"}
 	id := e.startRun(e.createHierarchy(body), "tools")
+	return e, id
+}
+
+// TestToolsAndSubAgents runs startToolsRun's scenario: every tool call pairs
+// with its result and every refusal reaches its model as an error result.
+func TestToolsAndSubAgents(t *testing.T) {
+	e, id := startToolsRun(t)
 	msgs := e.streamAll(id)
 	checkLog(t, id, msgs)
 	if last := msgs[len(msgs)-1].Type; last != "lifecycle.completed" {

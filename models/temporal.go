@@ -77,6 +77,9 @@ type RunOptions struct {
 	// MaxParallelTeams overrides the hierarchy's for this run (spec 001
 	// execution_config); 0 keeps the hierarchy's.
 	MaxParallelTeams int `json:"max_parallel_teams,omitempty"`
+	// SearchAttributes says the namespace has the custom search attributes
+	// (see search.go), so the workflow keeps RunStatus up to date.
+	SearchAttributes bool `json:"search_attributes,omitempty"`
 }
 
 // RunInput starts a RunWorkflow.
@@ -352,7 +355,11 @@ type ToolOutput struct {
 
 // SubAgentInput runs a sub-agent on a delegated task, as a child workflow.
 type SubAgentInput struct {
-	RunID           string     `json:"run_id"`
+	RunID string `json:"run_id"`
+	// WorkflowID is the child workflow's own ID, given in the input so the
+	// workflow never needs its execution info (which a replay tool may not
+	// reproduce) to name its own children.
+	WorkflowID      string     `json:"workflow_id"`
 	Definition      SubAgent   `json:"definition"`
 	Source          Source     `json:"source"`
 	Task            string     `json:"task"`

@@ -198,15 +198,16 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 	}
 
 	source := models.SubAgentSource(t.Source, &def)
+	childID := t.Events.Producer + "-sub-" + execID
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:          t.Events.Producer + "-sub-" + execID,
+		WorkflowID:          childID,
 		StaticSummary:       fmt.Sprintf("sub-agent %s · called by %s", def.Name, t.Source.AgentName),
 		StaticDetails:       args.Task,
 		WaitForCancellation: true,
 	})
 	var res models.SubAgentResult
 	err := workflow.ExecuteChildWorkflow(cctx, SubAgentWorkflow, models.SubAgentInput{
-		RunID: t.RunID, Definition: def, Source: source, Task: args.Task,
+		RunID: t.RunID, WorkflowID: childID, Definition: def, Source: source, Task: args.Task,
 		MessageID: newMessageID(ctx), ParentMessageID: t.MessageID, Options: t.Options,
 	}).Get(ctx, &res)
 	if err != nil {
@@ -230,7 +231,7 @@ func SubAgentWorkflow(ctx workflow.Context, in models.SubAgentInput) (*models.Su
 	turn := &agentTurn{
 		RunID: in.RunID, Agent: in.Definition.Agent(), Source: in.Source, Task: in.Task, Instruction: in.Task,
 		Purpose: models.PurposeWorker, MessageID: in.MessageID, ParentMessageID: in.ParentMessageID, Options: in.Options,
-		Events: &runSignaler{RunID: in.RunID, Producer: workflow.GetInfo(ctx).WorkflowExecution.ID},
+		Events: &runSignaler{RunID: in.RunID, Producer: in.WorkflowID},
 	}
 	res, err := turn.run(ctx)
 	if err != nil {

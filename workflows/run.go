@@ -370,6 +370,7 @@ func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruc
 	s := w.state
 	s.Turns++
 	s.CurrentTeam, s.ActiveAgentID = team.Name, team.Supervisor.AgentID
+	w.describe(ctx)
 	now := workflow.Now(ctx)
 	in := models.TeamInput{
 		RunID:         w.in.RunID,
@@ -429,6 +430,7 @@ func (w *runWorkflow) finishTeam(ctx workflow.Context, t startedTeam) (models.Te
 func (w *runWorkflow) recordTeam(ctx workflow.Context, out models.TeamOutput) {
 	s := w.state
 	s.Teams = append(s.Teams, out)
+	defer w.describe(ctx)
 	switch out.Status {
 	case models.TeamCompleted:
 		if !contains(s.CompletedTeams, out.TeamName) {
@@ -578,7 +580,52 @@ func (w *runWorkflow) fail(ctx workflow.Context, cause error) error {
 }
 
 func (w *runWorkflow) setStatus(ctx workflow.Context, u models.RunStatusUpdate) error {
+	if w.in.Options.SearchAttributes {
+		// Keeps `RunStatus="failed"` queries in the Web UI and the CLI right.
+		if err := workflow.UpsertTypedSearchAttributes(ctx, models.SearchRunStatus.ValueSet(u.Status)); err != nil {
+			workflow.GetLogger(ctx).Warn("upsert RunStatus", "error", err)
+		}
+	}
+	w.describe(ctx)
 	return w.await(ctx, workflow.ExecuteActivity(storeContext(ctx), a.SetRunStatus, u), nil)
+}
+
+// describe sets the run's current details, shown in the Web UI: the
+// routing so far, each team's outcome, and the agent active now.
+func (w *runWorkflow) describe(ctx workflow.Context) {
+	s := w.state
+	var b strings.Builder
+	fmt.Fprintf(&b, "**%s** · %s · status %s\n\n", w.hier.Name, w.hier.ExecutionMode, s.Status)
+	fmt.Fprintf(&b, "- global supervisor %s (`%s`)\n", w.hier.GlobalSupervisor.Name, w.hier.GlobalSupervisor.AgentID)
+	for _, t := range s.Teams {
+		fmt.Fprintf(&b, "  - turn %d: team **%s** — %s", t.Turn, t.TeamName, t.Status)
+		if t.Error != "" {
+			fmt.Fprintf(&b, " (%s)", oneLine(t.Error, 120))
+		}
+		b.WriteString("\n")
+		for _, wo := range t.Workers {
+			fmt.Fprintf(&b, "    - %s (`%s`): %s\n", wo.Name, wo.AgentID, oneLine(wo.Instruction, 80))
+		}
+	}
+	if s.CurrentTeam != "" {
+		fmt.Fprintf(&b, "  - running: team **%s**", s.CurrentTeam)
+		if s.CurrentWorker != "" {
+			fmt.Fprintf(&b, ", worker %s", s.CurrentWorker)
+		}
+		b.WriteString("\n")
+	}
+	if s.ActiveAgentID != "" {
+		fmt.Fprintf(&b, "\nActive agent: `%s`\n", s.ActiveAgentID)
+	}
+	workflow.SetCurrentDetails(ctx, b.String())
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
 }
 
 func (w *runWorkflow) warn(ctx workflow.Context, source models.Source, msg string) {
@@ -618,7 +665,11 @@ func (w *runWorkflow) await(ctx workflow.Context, f workflow.Future, valuePtr an
 func (w *runWorkflow) applyOne(ctx workflow.Context, c workflow.ReceiveChannel) {
 	var batch models.EventBatch
 	c.Receive(ctx, &batch)
+	worker := w.state.CurrentWorker
 	w.applyBatch(batch)
+	if w.state.CurrentWorker != worker {
+		w.describe(ctx) // a team supervisor dispatched a worker
+	}
 }
 
 // drainSignals applies every event batch already delivered.

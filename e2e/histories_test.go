@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/op-stack/executor/llm/llmfake"
+	"github.com/op-stack/executor/models"
+)
+
+// TestRecordReplayHistories records the histories that workflows/replay_test
+// replays, from representative runs against the dev server, exported the
+// way an operator exports them (`temporal workflow show -o json`). It only
+// runs when asked:
+//
+//	RECORD_HISTORIES=1 go test ./e2e/ -run TestRecordReplayHistories
+//
+// Re-record after a deliberate, versioned workflow change; never to make a
+// failing replay pass.
+func TestRecordReplayHistories(t *testing.T) {
+	if os.Getenv("RECORD_HISTORIES") == "" {
+		t.Skip("set RECORD_HISTORIES=1 to record workflows/testdata histories")
+	}
+	dir := filepath.Join("..", "workflows", "testdata")
+
+	t.Run("sequential", func(t *testing.T) {
+		e := newEnv(t, referenceRules(nil))
+		id := e.startRun(e.createHierarchy(referenceHierarchy()), "record sequential")
+		e.waitRun(id, time.Minute)
+		e.exportRun(t, id, filepath.Join(dir, "sequential"))
+	})
+	t.Run("failed", func(t *testing.T) {
+		e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-WRITER": {{Status: 401}}}))
+		id := e.startRun(e.createHierarchy(referenceHierarchy()), "record failure")
+		e.waitRun(id, time.Minute)
+		e.exportRun(t, id, filepath.Join(dir, "failed"))
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-SEARCHER": {{Hang: true}}}))
+		id := e.startRun(e.createHierarchy(referenceHierarchy()), "record cancel")
+		waitFor(t, 30*time.Second, "the searcher's call", func() bool { return len(callsMatching(e.fake.Calls(), "W-SEARCHER")) > 0 })
+		e.mustPost("/runs/cancel", map[string]any{"id": id}, nil)
+		e.waitRun(id, time.Minute)
+		e.exportRun(t, id, filepath.Join(dir, "cancelled"))
+	})
+	t.Run("parallel", func(t *testing.T) {
+		e := newEnv(t, diamondRules())
+		id := e.startRun(e.createHierarchy(diamondHierarchy("parallel")), "record parallel")
+		e.waitRun(id, time.Minute)
+		e.exportRun(t, id, filepath.Join(dir, "parallel"))
+	})
+	t.Run("tools", func(t *testing.T) {
+		e, id := startToolsRun(t)
+		e.waitRun(id, time.Minute)
+		e.exportRun(t, id, filepath.Join(dir, "tools"))
+	})
+	t.Run("retry", func(t *testing.T) {
+		full := strings.Repeat("complete ", 20)
+		e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-WRITER": {{Content: full, DropAfterChunks: 6}, {Content: full}}}))
+		id := e.startRun(e.createHierarchy(referenceHierarchy()), "record retry")
+		e.waitRun(id, time.Minute)
+		e.exportRun(t, id, filepath.Join(dir, "retry"))
+	})
+}
+
+// exportRun writes the history of every workflow of a run (the run, its
+// team turns, their sub-agents) into dir, one file per workflow.
+func (e *testEnv) exportRun(t *testing.T, runID, dir string) {
+	t.Helper()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.temporal.ListWorkflow(context.Background(), listRequest("WorkflowId STARTS_WITH 'run-"+runID+"'"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := models.RunWorkflowID(runID)
+	for _, info := range resp.Executions {
+		id := info.GetExecution().GetWorkflowId()
+		out, err := exec.Command(temporalCLI, "workflow", "show", "--workflow-id", id, "--run-id", info.GetExecution().GetRunId(),
+			"--address", e.cfg.TemporalAddress, "--output", "json").Output()
+		if err != nil {
+			t.Fatalf("temporal workflow show %s: %v", id, err)
+		}
+		name := strings.TrimPrefix(strings.TrimPrefix(id, prefix), "-")
+		if name == "" {
+			name = "run"
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".json"), out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("recorded %d histories in %s", len(resp.Executions), dir)
+}
