@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 
 	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
+	"github.com/op-stack/executor/telemetry"
 )
 
 // EventSink delivers a batch of events to a run's workflow.
@@ -39,13 +41,30 @@ type Activities struct {
 	// FlushInterval is the longest streamed deltas wait before they are
 	// signalled to the run (DefaultFlushInterval when zero).
 	FlushInterval time.Duration
+	// Metrics counts LLM calls, tokens, published events and finished
+	// runs; nil records nothing.
+	Metrics *telemetry.Metrics
 }
 
 // SetRunStatus writes a run's status; safe to retry (see
-// store.SetRunStatus).
+// store.SetRunStatus). A terminal status is counted in the run metrics once
+// per run: store.SetRunStatus never overwrites a terminal status but does
+// not say whether it wrote, so the stored status is read first and a run
+// that is already terminal (a retried activity, a late update) is not
+// counted again. Only two attempts running at once could both count it.
 func (a *Activities) SetRunStatus(ctx context.Context, u models.RunStatusUpdate) error {
+	countable := false
+	if a.Metrics != nil && models.IsTerminal(u.Status) {
+		// A failed read must not fail the status write: count the write
+		// then, as the run was most likely not terminal yet.
+		prev, err := a.Store.GetRun(ctx, u.RunID)
+		countable = err != nil || !models.IsTerminal(prev.Status)
+	}
 	if err := a.Store.SetRunStatus(ctx, u); err != nil {
 		return err
+	}
+	if countable {
+		a.Metrics.RunFinished(u.Status)
 	}
 	a.logger(ctx).Info("run status", "run_id", u.RunID, "status", u.Status)
 	return nil
@@ -59,6 +78,21 @@ func (a *Activities) logger(ctx context.Context) *slog.Logger {
 	if activity.IsActivity(ctx) {
 		info := activity.GetInfo(ctx)
 		log = log.With("activity", info.ActivityType.Name, "attempt", info.Attempt, "workflow_id", info.WorkflowExecution.ID)
+	}
+	// With tracing on, the SDK's interceptor puts the activity's span in
+	// its context; the trace id ties the log line to the run's trace.
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		log = log.With("trace_id", sc.TraceID().String())
+	}
+	return log
+}
+
+// runLogger is logger with the run and the agent an activity works for, so
+// a run's log lines can be found by run_id and agent_id.
+func (a *Activities) runLogger(ctx context.Context, runID string, source models.Source) *slog.Logger {
+	log := a.logger(ctx).With("run_id", runID)
+	if source.AgentID != "" {
+		log = log.With("agent_id", source.AgentID)
 	}
 	return log
 }

@@ -183,6 +183,13 @@ func (p *publisher) flush(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := p.a.Events.PublishEvents(sctx, p.runID, batch); err != nil {
+		p.a.Metrics.EventPublishFailed()
 		p.a.logger(ctx).Warn("publish events", "run_id", p.runID, "events", len(events), "error", err)
+		return
+	}
+	if p.a.Metrics != nil {
+		for _, e := range events {
+			p.a.Metrics.EventPublished(e.Event.Category, e.Event.Action)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -65,8 +66,13 @@ func (a *Activities) FormatResults(ctx context.Context, in models.FormatInput) (
 	}
 	source := models.Source{AgentID: sup.AgentID, AgentType: models.AgentTypeGlobalSupervisor, AgentName: firstNonBlank(sup.Name, models.DefaultGlobalSupervisorName)}
 	res := &models.FormatResult{Model: req.Model}
+	log := a.runLogger(ctx, in.RunID, source)
 	for repair := 0; ; repair++ {
+		start := time.Now()
 		resp, err := a.LLM.Stream(ctx, req, func(llm.Delta) {})
+		// Not in llm_call (see above), but in the service's metrics: the
+		// call costs tokens all the same.
+		a.observeLLMCall(log, "format", req, resp, err, ctx.Err() != nil, time.Since(start), 0)
 		if err != nil {
 			return nil, a.llmFailure(ctx, source, req.Model, err)
 		}
@@ -86,7 +92,7 @@ func (a *Activities) FormatResults(ctx context.Context, in models.FormatInput) (
 			res.Repairs = repair
 			return res, nil
 		}
-		a.logger(ctx).Info("format answer does not match the template", "run_id", in.RunID, "repair", repair, "problems", len(problems))
+		log.Info("format answer does not match the template", "repair", repair, "problems", len(problems))
 		if repair == MaxFormatRepairs {
 			return nil, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("the model's answer did not match the output template after %d repairs: %s", MaxFormatRepairs, strings.Join(problems, "; ")),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -12,6 +13,7 @@ import (
 	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
+	"github.com/op-stack/executor/telemetry"
 )
 
 // Application error types of failed LLM calls. The retry policy retries
@@ -63,6 +65,7 @@ func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models
 			d.Usage = usage
 			d.Warning = fmt.Sprintf("%s %q gave no valid decision after %d corrections (last problem: %v); chose %s %q instead",
 				in.Source.AgentType, in.Source.AgentName, maxCorrections, perr, d.Action, d.Target)
+			a.runLogger(ctx, in.RunID, in.Source).Warn("decision replaced by a fallback", "warning", d.Warning)
 			if in.Publish {
 				pub.emit(pub.event(in.Source, models.CategorySystem, models.ActionWarning, map[string]any{"message": d.Warning}))
 			}
@@ -163,7 +166,8 @@ func (a *Activities) complete(ctx context.Context, pub *publisher, source models
 		}
 	})
 	pub.calls++
-	call := llmCallRecord(pub, source, purpose, req.Model, time.Since(start), firstToken)
+	latency := time.Since(start)
+	call := llmCallRecord(pub, source, purpose, req.Model, latency, firstToken)
 	if err != nil {
 		call.Status, call.Error = "error", err.Error()
 		if ctx.Err() != nil {
@@ -173,12 +177,14 @@ func (a *Activities) complete(ctx context.Context, pub *publisher, source models
 		call.Status, call.Provider = "ok", resp.Provider
 		call.PromptTokens, call.CompletionTokens, call.TotalTokens = resp.Usage.PromptTokens, resp.Usage.CompletionTokens, resp.Usage.TotalTokens
 	}
+	log := a.runLogger(ctx, pub.runID, source)
+	a.observeLLMCall(log, purpose, req, resp, err, ctx.Err() != nil, latency, firstToken)
 	if a.Store != nil {
 		// A lost usage record must not fail the call; the context may be
 		// cancelled already, so the write gets its own short deadline.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		if rerr := a.Store.RecordLLMCall(rctx, call); rerr != nil {
-			a.logger(ctx).Warn("record LLM call", "run_id", pub.runID, "error", rerr)
+			log.Warn("record LLM call", "error", rerr)
 		}
 		cancel()
 	}
@@ -186,6 +192,36 @@ func (a *Activities) complete(ctx context.Context, pub *publisher, source models
 		return nil, a.llmFailure(ctx, source, req.Model, err)
 	}
 	return resp, nil
+}
+
+// observeLLMCall counts one LLM call attempt in the metrics and logs it:
+// at debug when it succeeded, at warn when it failed (the provider's error
+// text, which never carries a key), at info when it was cancelled.
+func (a *Activities) observeLLMCall(log *slog.Logger, purpose string, req llm.Request, resp *llm.Response, err error, cancelled bool, latency, firstToken time.Duration) {
+	obs := telemetry.LLMCall{Model: req.Model, Provider: req.Provider, Outcome: telemetry.OutcomeOK, Duration: latency, FirstToken: firstToken}
+	switch {
+	case err == nil:
+		obs.Provider = resp.Provider
+		obs.PromptTokens, obs.CompletionTokens = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
+	case cancelled:
+		obs.Outcome = telemetry.OutcomeCancelled
+	default:
+		obs.Outcome = telemetry.OutcomeError
+	}
+	var le *llm.Error
+	if err != nil && errors.As(err, &le) && le.Provider != "" {
+		obs.Provider = le.Provider
+	}
+	a.Metrics.ObserveLLMCall(obs)
+	attrs := []any{"purpose", purpose, "model", req.Model, "provider", obs.Provider, "outcome", obs.Outcome, "duration_ms", latency.Milliseconds()}
+	switch obs.Outcome {
+	case telemetry.OutcomeOK:
+		log.Debug("LLM call", append(attrs, "prompt_tokens", obs.PromptTokens, "completion_tokens", obs.CompletionTokens)...)
+	case telemetry.OutcomeCancelled:
+		log.Info("LLM call", attrs...)
+	default:
+		log.Warn("LLM call", append(attrs, "error", err)...)
+	}
 }
 
 func (a *Activities) llmFailure(ctx context.Context, source models.Source, model string, err error) error {

@@ -82,6 +82,9 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 	if err != nil {
 		out.Content, out.IsError = err.Error(), true
 	}
+	// The arguments and result stay out of the log: they are the run's
+	// content, which the event stream carries.
+	a.runLogger(ctx, in.RunID, in.Source).Debug("tool call", "tool", in.Call.Name, "tool_execution_id", in.ExecutionID, "is_error", out.IsError, "duration_ms", out.DurationMs)
 	pub.emit(pub.event(in.Source, models.CategoryLLM, models.ActionToolResult, ToolResultData(in.Call.Name, in.ExecutionID, *out)))
 	return out, nil
 }

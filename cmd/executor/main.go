@@ -4,6 +4,7 @@
 //	executor serve [-role all|api|worker]   run the service against TEMPORAL_ADDRESS and DATABASE_URL
 //	executor dev                            run everything on embedded defaults (starts a Temporal dev server)
 //	executor migrate                        apply database migrations and exit
+//	executor replay h.json...               replay exported histories against the current workflow code
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/op-stack/executor/config"
+	"github.com/op-stack/executor/telemetry"
 )
 
 const usage = `usage: executor <command> [flags]
@@ -27,6 +29,8 @@ commands:
   dev      run everything on embedded defaults: a Temporal dev server with its
            Web UI when TEMPORAL_ADDRESS is unset, SQLite when DATABASE_URL is unset
   migrate  apply pending database migrations and exit
+  replay   replay exported histories (temporal workflow show -o json) against
+           this build's workflows and report nondeterminism
 
 Configuration comes from environment variables; see README.md.
 `
@@ -74,12 +78,18 @@ func run(args []string) error {
 		return dev(ctx, cfg, log)
 	case "migrate":
 		return migrate(ctx, cfg, log)
+	case "replay":
+		return replay(rest, os.Stdout)
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
 	}
 }
 
+// newLogger is the process's logger: text or JSON (LOG_FORMAT) on standard
+// error at LOG_LEVEL. Lines logged with a traced context carry trace_id and
+// span_id, so that with tracing on a log line leads to its trace. The
+// Temporal SDK logs through it too (temporallog.NewStructuredLogger).
 func newLogger(cfg config.Config) *slog.Logger {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(strings.ToUpper(cfg.LogLevel))); err != nil {
@@ -90,5 +100,5 @@ func newLogger(cfg config.Config) *slog.Logger {
 	if cfg.LogFormat == "json" {
 		h = slog.NewJSONHandler(os.Stderr, opts)
 	}
-	return slog.New(h)
+	return slog.New(telemetry.LogHandler(h))
 }

@@ -1,0 +1,123 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/op-stack/executor/api"
+	"github.com/op-stack/executor/store/storetest"
+)
+
+// fakeTemporal is a HealthChecker answering err.
+type fakeTemporal struct{ err error }
+
+func (f fakeTemporal) CheckHealth(context.Context) error { return f.err }
+
+type healthBody struct {
+	Status string            `json:"status"`
+	Checks map[string]string `json:"checks"`
+}
+
+func getHealth(t *testing.T, url string) (int, healthBody) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body healthBody
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode, body
+}
+
+func TestHealthz(t *testing.T) {
+	st := storetest.SQLite(t)
+	a := newTestAPI(t, st, func(o *api.Options) { o.Health = fakeTemporal{errors.New("down")} })
+	// Liveness checks no dependency: Temporal being down does not matter.
+	status, body := getHealth(t, a.url+"/healthz")
+	if status != http.StatusOK || body.Status != "ok" || body.Checks != nil {
+		t.Fatalf("healthz = %d %+v", status, body)
+	}
+}
+
+func TestReadyz(t *testing.T) {
+	st := storetest.SQLite(t)
+	a := newTestAPI(t, st, func(o *api.Options) { o.Health = fakeTemporal{} })
+	status, body := getHealth(t, a.url+"/readyz")
+	if status != http.StatusOK || body.Status != "ok" || body.Checks["database"] != "ok" || body.Checks["temporal"] != "ok" {
+		t.Fatalf("readyz = %d %+v", status, body)
+	}
+}
+
+func TestReadyzWithoutTemporalChecksTheDatabase(t *testing.T) {
+	a := newTestAPI(t, storetest.SQLite(t))
+	status, body := getHealth(t, a.url+"/readyz")
+	if status != http.StatusOK || len(body.Checks) != 1 || body.Checks["database"] != "ok" {
+		t.Fatalf("readyz = %d %+v", status, body)
+	}
+}
+
+func TestReadyzNamesTheFailingDependency(t *testing.T) {
+	t.Run("database closed", func(t *testing.T) {
+		st := storetest.SQLite(t)
+		a := newTestAPI(t, st, func(o *api.Options) { o.Health = fakeTemporal{} })
+		st.Close()
+		status, body := getHealth(t, a.url+"/readyz")
+		if status != http.StatusServiceUnavailable || body.Status != "unavailable" ||
+			body.Checks["database"] == "ok" || body.Checks["database"] == "" || body.Checks["temporal"] != "ok" {
+			t.Fatalf("readyz = %d %+v", status, body)
+		}
+	})
+	t.Run("temporal down", func(t *testing.T) {
+		a := newTestAPI(t, storetest.SQLite(t), func(o *api.Options) {
+			o.Health = fakeTemporal{errors.New("connection refused")}
+		})
+		status, body := getHealth(t, a.url+"/readyz")
+		if status != http.StatusServiceUnavailable || body.Checks["database"] != "ok" || body.Checks["temporal"] != "connection refused" {
+			t.Fatalf("readyz = %d %+v", status, body)
+		}
+	})
+}
+
+// hangingChecker answers only when its context ends.
+type hangingChecker struct{}
+
+func (hangingChecker) CheckHealth(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+
+func TestReadinessTimesOut(t *testing.T) {
+	r := api.Readiness{Temporal: hangingChecker{}, Timeout: 50 * time.Millisecond}
+	start := time.Now()
+	ready, checks := r.Check(context.Background())
+	if ready || !strings.Contains(checks["temporal"], "deadline") || time.Since(start) > 2*time.Second {
+		t.Fatalf("ready %v, checks %v after %v", ready, checks, time.Since(start))
+	}
+}
+
+// TestOpsHandler is what a worker-only process serves on METRICS_ADDR.
+func TestOpsHandler(t *testing.T) {
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("# metrics\n")) })
+	srv := httptest.NewServer(api.OpsHandler(metrics, api.Readiness{Temporal: fakeTemporal{errors.New("down")}}))
+	defer srv.Close()
+	if status, body := getHealth(t, srv.URL+"/healthz"); status != http.StatusOK || body.Status != "ok" {
+		t.Errorf("healthz = %d %+v", status, body)
+	}
+	if status, body := getHealth(t, srv.URL+"/readyz"); status != http.StatusServiceUnavailable || body.Checks["temporal"] != "down" {
+		t.Errorf("readyz = %d %+v", status, body)
+	}
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("metrics = %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,226 @@
+package telemetry
+
+import (
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Namespace prefixes the service's own metric names.
+const Namespace = "executor"
+
+// Label values of LLMCall.Outcome.
+const (
+	OutcomeOK        = "ok"
+	OutcomeError     = "error"
+	OutcomeCancelled = "cancelled"
+)
+
+// NewRegistry returns the registry that /metrics serves: the Go runtime and
+// process collectors, to which NewMetrics and NewTemporalMetrics add theirs.
+// A private registry (not prometheus.DefaultRegisterer) keeps tests and
+// several servers in one process from colliding.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return reg
+}
+
+// Handler serves reg in the Prometheus exposition formats.
+func Handler(reg *prometheus.Registry) http.Handler {
+	// Registry: reg counts the handler's own requests and errors
+	// (promhttp_metric_handler_*) in the same registry.
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+}
+
+// Metrics holds the service's own collectors, all named executor_*. Its
+// methods are safe on a nil *Metrics, which records nothing, so the API,
+// the activities and their tests need no metrics to work.
+type Metrics struct {
+	httpRequests       *prometheus.CounterVec
+	httpDuration       *prometheus.HistogramVec
+	eventsPublished    *prometheus.CounterVec
+	eventPublishErrors prometheus.Counter
+	llmCalls           *prometheus.CounterVec
+	llmTokens          *prometheus.CounterVec
+	llmDuration        *prometheus.HistogramVec
+	llmFirstToken      *prometheus.HistogramVec
+	runsFinished       *prometheus.CounterVec
+	streams            *streamCollector
+}
+
+// NewMetrics creates the collectors and registers them on reg; it panics
+// when they are registered there already, a wiring mistake.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "http_requests_total",
+			Help: "HTTP requests served, by method, route (the router's pattern, \"unmatched\" for none) and status code.",
+		}, []string{"method", "route", "status"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "http_request_duration_seconds",
+			Help: "Time to serve an HTTP request, by method and route. An event stream counts the whole time it was open.",
+			// Default buckets plus longer ones: event streams last minutes.
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900},
+		}, []string{"method", "route"}),
+		eventsPublished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "events_published_total",
+			Help: "Run events that activities delivered to their run's workflow, by category and action (coalesced llm.stream deltas count once).",
+		}, []string{"category", "action"}),
+		eventPublishErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "event_publish_errors_total",
+			Help: "Event batches that activities failed to deliver to their run's workflow.",
+		}),
+		llmCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "llm_calls_total",
+			Help: "LLM call attempts, by model, provider and outcome (ok, error, cancelled).",
+		}, []string{"model", "provider", "outcome"}),
+		llmTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "llm_tokens_total",
+			Help: "Tokens of successful LLM calls, by model and kind (prompt, completion).",
+		}, []string{"model", "kind"}),
+		llmDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "llm_call_duration_seconds",
+			Help:    "Duration of LLM call attempts, whatever their outcome, by model.",
+			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300},
+		}, []string{"model"}),
+		llmFirstToken: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "llm_time_to_first_token_seconds",
+			Help:    "Time from the start of an LLM call to its first streamed token, by model (calls that streamed nothing are left out).",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"model"}),
+		runsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "runs_finished_total",
+			Help: "Runs that reached a terminal status (completed, failed, cancelled, timed_out), counted by the worker that wrote it.",
+		}, []string{"status"}),
+		streams: newStreamCollector(),
+	}
+	reg.MustRegister(m.httpRequests, m.httpDuration, m.eventsPublished, m.eventPublishErrors,
+		m.llmCalls, m.llmTokens, m.llmDuration, m.llmFirstToken, m.runsFinished, m.streams)
+	return m
+}
+
+// ObserveHTTP records one served request. route is the router's pattern
+// (gin's FullPath), never the raw path, so ids do not become label values.
+func (m *Metrics) ObserveHTTP(method, route string, status int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.httpRequests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+	m.httpDuration.WithLabelValues(method, route).Observe(d.Seconds())
+}
+
+// EventPublished records one event delivered to a run's workflow.
+func (m *Metrics) EventPublished(category, action string) {
+	if m == nil {
+		return
+	}
+	m.eventsPublished.WithLabelValues(category, action).Inc()
+}
+
+// EventPublishFailed records a batch that could not be delivered.
+func (m *Metrics) EventPublishFailed() {
+	if m == nil {
+		return
+	}
+	m.eventPublishErrors.Inc()
+}
+
+// LLMCall describes one finished LLM call attempt.
+type LLMCall struct {
+	Model    string
+	Provider string // "" when unknown (the call failed before routing)
+	Outcome  string // OutcomeOK, OutcomeError or OutcomeCancelled
+	Duration time.Duration
+	// FirstToken is the time to the first streamed token; 0 when none came.
+	FirstToken       time.Duration
+	PromptTokens     int
+	CompletionTokens int
+}
+
+// ObserveLLMCall records one LLM call attempt.
+func (m *Metrics) ObserveLLMCall(c LLMCall) {
+	if m == nil {
+		return
+	}
+	provider := c.Provider
+	if provider == "" {
+		provider = "unknown"
+	}
+	m.llmCalls.WithLabelValues(c.Model, provider, c.Outcome).Inc()
+	m.llmDuration.WithLabelValues(c.Model).Observe(c.Duration.Seconds())
+	if c.FirstToken > 0 {
+		m.llmFirstToken.WithLabelValues(c.Model).Observe(c.FirstToken.Seconds())
+	}
+	if c.PromptTokens > 0 {
+		m.llmTokens.WithLabelValues(c.Model, "prompt").Add(float64(c.PromptTokens))
+	}
+	if c.CompletionTokens > 0 {
+		m.llmTokens.WithLabelValues(c.Model, "completion").Add(float64(c.CompletionTokens))
+	}
+}
+
+// RunFinished records a run reaching a terminal status.
+func (m *Metrics) RunFinished(status string) {
+	if m == nil {
+		return
+	}
+	m.runsFinished.WithLabelValues(status).Inc()
+}
+
+// StreamCounts are the API's event-stream counters (api.StreamStats).
+type StreamCounts struct {
+	Subscribers int64 // event streams open now
+	Pollers     int64 // live-run pollers running now
+	Queries     int64 // workflow event queries made so far
+}
+
+// ObserveStreams makes the SSE metrics read source at every scrape. The
+// counts live in the API's stream hub; reading them at scrape time costs the
+// hub nothing per event. A later call replaces the source.
+func (m *Metrics) ObserveStreams(source func() StreamCounts) {
+	if m == nil || source == nil {
+		return
+	}
+	m.streams.source.Store(&source)
+}
+
+// streamCollector exports StreamCounts; it exports nothing until a source
+// is set, so a worker-only process shows no stream series.
+type streamCollector struct {
+	source                        atomic.Pointer[func() StreamCounts]
+	subscribers, pollers, queries *prometheus.Desc
+}
+
+func newStreamCollector() *streamCollector {
+	return &streamCollector{
+		subscribers: prometheus.NewDesc(Namespace+"_sse_subscribers", "Event streams (SSE) open now.", nil, nil),
+		pollers:     prometheus.NewDesc(Namespace+"_sse_pollers", "Pollers running now: at most one per live run with subscribers in this process.", nil, nil),
+		queries:     prometheus.NewDesc(Namespace+"_sse_workflow_queries_total", "Workflow event queries made by the pollers.", nil, nil),
+	}
+}
+
+func (c *streamCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.subscribers
+	ch <- c.pollers
+	ch <- c.queries
+}
+
+func (c *streamCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.source.Load()
+	if f == nil {
+		return
+	}
+	s := (*f)()
+	ch <- prometheus.MustNewConstMetric(c.subscribers, prometheus.GaugeValue, float64(s.Subscribers))
+	ch <- prometheus.MustNewConstMetric(c.pollers, prometheus.GaugeValue, float64(s.Pollers))
+	ch <- prometheus.MustNewConstMetric(c.queries, prometheus.CounterValue, float64(s.Queries))
+}

@@ -1,0 +1,155 @@
+package telemetry
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestNilMetricsRecordNothing(t *testing.T) {
+	var m *Metrics
+	m.ObserveHTTP("GET", "/x", 200, time.Millisecond)
+	m.EventPublished("llm", "stream")
+	m.EventPublishFailed()
+	m.ObserveLLMCall(LLMCall{Model: "m", Outcome: OutcomeOK})
+	m.RunFinished("completed")
+	m.ObserveStreams(func() StreamCounts { return StreamCounts{} })
+}
+
+func TestMetricsRecord(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	m.ObserveHTTP("POST", "/api/executor/v1/runs/start", 200, 30*time.Millisecond)
+	m.ObserveHTTP("POST", "/api/executor/v1/runs/start", 200, 10*time.Millisecond)
+	m.EventPublished("llm", "stream")
+	m.EventPublishFailed()
+	m.ObserveLLMCall(LLMCall{Model: "gpt-4o", Provider: "openai", Outcome: OutcomeOK, Duration: 2 * time.Second,
+		FirstToken: 300 * time.Millisecond, PromptTokens: 100, CompletionTokens: 20})
+	m.ObserveLLMCall(LLMCall{Model: "gpt-4o", Outcome: OutcomeError, Duration: time.Second})
+	m.RunFinished("completed")
+
+	if got := testutil.ToFloat64(m.httpRequests.WithLabelValues("POST", "/api/executor/v1/runs/start", "200")); got != 2 {
+		t.Errorf("http requests = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(m.llmTokens.WithLabelValues("gpt-4o", "prompt")); got != 100 {
+		t.Errorf("prompt tokens = %v", got)
+	}
+	if got := testutil.ToFloat64(m.llmTokens.WithLabelValues("gpt-4o", "completion")); got != 20 {
+		t.Errorf("completion tokens = %v", got)
+	}
+	if got := testutil.ToFloat64(m.llmCalls.WithLabelValues("gpt-4o", "unknown", OutcomeError)); got != 1 {
+		t.Errorf("failed calls without a provider = %v, want 1 under provider \"unknown\"", got)
+	}
+	if got := testutil.ToFloat64(m.runsFinished.WithLabelValues("completed")); got != 1 {
+		t.Errorf("runs finished = %v", got)
+	}
+	// Every metric the README lists is registered under its name.
+	names := map[string]bool{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	for _, want := range []string{
+		"executor_http_requests_total", "executor_http_request_duration_seconds",
+		"executor_events_published_total", "executor_event_publish_errors_total",
+		"executor_llm_calls_total", "executor_llm_tokens_total", "executor_llm_call_duration_seconds",
+		"executor_llm_time_to_first_token_seconds", "executor_runs_finished_total",
+	} {
+		if !names[want] {
+			t.Errorf("%s not gathered (have %v)", want, names)
+		}
+	}
+}
+
+func TestStreamGaugesReadTheirSource(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	if n := testutil.CollectAndCount(m.streams); n != 0 {
+		t.Fatalf("without a source the stream collector exports %d series, want none", n)
+	}
+	subscribers := int64(3)
+	m.ObserveStreams(func() StreamCounts { return StreamCounts{Subscribers: subscribers, Pollers: 1, Queries: 42} })
+	want := `
+# HELP executor_sse_pollers Pollers running now: at most one per live run with subscribers in this process.
+# TYPE executor_sse_pollers gauge
+executor_sse_pollers 1
+# HELP executor_sse_subscribers Event streams (SSE) open now.
+# TYPE executor_sse_subscribers gauge
+executor_sse_subscribers 3
+# HELP executor_sse_workflow_queries_total Workflow event queries made by the pollers.
+# TYPE executor_sse_workflow_queries_total counter
+executor_sse_workflow_queries_total 42
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "executor_sse_subscribers", "executor_sse_pollers", "executor_sse_workflow_queries_total"); err != nil {
+		t.Fatal(err)
+	}
+	subscribers = 0
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(strings.Replace(want, "executor_sse_subscribers 3", "executor_sse_subscribers 0", 1)), "executor_sse_subscribers"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTemporalMetricsShareTheRegistry: the SDK's metrics, recorded through
+// the contrib OpenTelemetry handler, come out of the same /metrics as the
+// service's, in Prometheus spelling.
+func TestTemporalMetricsShareTheRegistry(t *testing.T) {
+	reg := NewRegistry()
+	m := NewMetrics(reg)
+	tm, err := NewTemporalMetrics(reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm.Shutdown(t.Context())
+	h := tm.Handler.WithTags(map[string]string{"operation": "StartWorkflowExecution"})
+	h.Counter("temporal_request").Inc(2)
+	h.Timer("temporal_request_latency").Record(40 * time.Millisecond)
+	h.Gauge("temporal_num_pollers").Update(2)
+	m.RunFinished("failed")
+
+	srv := httptest.NewServer(Handler(reg))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	body := string(raw)
+	for _, want := range []string{
+		`temporal_request_total{operation="StartWorkflowExecution"} 2`,
+		`temporal_request_latency_seconds_bucket{operation="StartWorkflowExecution",le="0.05"} 1`,
+		`temporal_num_pollers{operation="StartWorkflowExecution"} 2`,
+		`executor_runs_finished_total{status="failed"} 1`,
+		"go_goroutines ",
+		"process_cpu_seconds_total ",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, grep(body, "temporal_", "executor_runs"))
+		}
+	}
+	if strings.Contains(body, "otel_scope_name") || strings.Contains(body, "target_info") {
+		t.Errorf("/metrics carries OpenTelemetry scope or target info:\n%s", grep(body, "otel_scope", "target_info"))
+	}
+}
+
+func grep(body string, subs ...string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		for _, s := range subs {
+			if strings.Contains(l, s) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
