@@ -117,6 +117,7 @@ const (
 // this process, and tracks the open streams for CloseStreams.
 type hub struct {
 	store   *store.Store
+	runs    *Runs
 	querier EventQuerier
 	opts    StreamOptions
 	log     *slog.Logger
@@ -134,7 +135,7 @@ type hub struct {
 
 func newHub(opts Options, log *slog.Logger) *hub {
 	h := &hub{
-		store: opts.Store, querier: opts.EventQuerier, opts: opts.Stream.withDefaults(), log: log,
+		store: opts.Store, runs: opts.Runs, querier: opts.EventQuerier, opts: opts.Stream.withDefaults(), log: log,
 		feeds: map[string]*feed{}, conns: map[*sseConn]struct{}{}, closing: make(chan struct{}),
 	}
 	if h.querier == nil && opts.Runs != nil && opts.Runs.Temporal != nil {
@@ -462,7 +463,17 @@ func (f *feed) pollOnce(ctx context.Context) (more, progressed bool, err error) 
 // status is terminal: by then every event is stored.
 func (f *feed) finishFromStore(ctx context.Context) bool {
 	run, err := f.hub.store.GetRun(ctx, f.runID)
-	if err != nil || !models.IsTerminal(run.Status) {
+	if err != nil {
+		return false
+	}
+	if !models.IsTerminal(run.Status) && f.hub.runs != nil {
+		// A workflow terminated by an operator never writes its end: the
+		// reconciliation does, and the stream then ends with it.
+		if run, err = f.hub.runs.Reconcile(ctx, run); err != nil {
+			return false
+		}
+	}
+	if !models.IsTerminal(run.Status) {
 		return false
 	}
 	for {

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/models"
@@ -130,11 +131,20 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 	if err := r.Store.CreateRun(ctx, run); err != nil {
 		return nil, err
 	}
-	_, err := r.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	start := client.StartWorkflowOptions{
 		ID:            run.WorkflowID,
 		TaskQueue:     r.TaskQueue,
 		StaticSummary: h.Name + ": " + oneLine(task, 200),
-	}, models.RunWorkflowName, models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(opts)})
+		StaticDetails: fmt.Sprintf("Hierarchy %s (%s), %d teams, %s.\n\nTask: %s", h.Name, h.ID, len(h.Teams), h.ExecutionMode, task),
+	}
+	if r.Options.SearchAttributes {
+		start.TypedSearchAttributes = temporal.NewSearchAttributes(
+			models.SearchHierarchyID.ValueSet(h.ID),
+			models.SearchHierarchyName.ValueSet(h.Name),
+			models.SearchRunStatus.ValueSet(models.RunPending),
+		)
+	}
+	_, err := r.Temporal.ExecuteWorkflow(ctx, start, models.RunWorkflowName, models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(opts)})
 	if err != nil {
 		_ = r.Store.DeleteRun(context.WithoutCancel(ctx), id)
 		return nil, &models.Error{Code: models.CodeUnavailable, Message: "could not start the run's workflow: Temporal is unavailable", Err: err}
@@ -216,6 +226,11 @@ func (s *Server) getRun(c *gin.Context) {
 	if err != nil {
 		s.writeError(c, err)
 		return
+	}
+	if reconciled, err := s.runs.Reconcile(c.Request.Context(), run); err == nil {
+		run = reconciled
+	} else {
+		s.log.Warn("reconcile run", "run_id", id, "error", err)
 	}
 	ok(c, s.viewRun(c.Request.Context(), run))
 }

@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
+	"github.com/op-stack/executor/telemetry"
 )
 
 // Options wires a Server.
@@ -31,6 +33,17 @@ type Options struct {
 	// knows no tool, so any key is refused. The tools package's *Registry
 	// fits here.
 	Tools ToolCatalog
+	// Metrics counts requests by route and status and reads the event
+	// streams' gauges; nil records nothing.
+	Metrics *telemetry.Metrics
+	// MetricsHandler is served at GET /metrics; nil serves no /metrics
+	// (the process serves it on its own address, or not at all).
+	MetricsHandler http.Handler
+	// Health checks Temporal for GET /readyz (TemporalHealth wraps a
+	// client); nil checks the database only. Tests set a fake here.
+	Health HealthChecker
+	// TracerProvider traces every request (otelgin) when not nil.
+	TracerProvider trace.TracerProvider
 }
 
 // Server serves the HTTP API.
@@ -42,6 +55,8 @@ type Server struct {
 	router       *gin.Engine
 	streams      *hub
 	tools        ToolCatalog
+	metrics      *telemetry.Metrics
+	readiness    Readiness
 }
 
 // ExecutorPrefix is the path prefix of contract 002's endpoints.
@@ -57,6 +72,7 @@ func NewServer(opts Options) *Server {
 		maxBodyBytes: opts.MaxBodyBytes,
 		router:       gin.New(),
 		tools:        opts.Tools,
+		metrics:      opts.Metrics,
 	}
 	if s.tools == nil {
 		s.tools = noToolCatalog{}
@@ -65,9 +81,27 @@ func NewServer(opts Options) *Server {
 		s.maxBodyBytes = 1 << 20
 	}
 	s.streams = newHub(opts, s.log)
+	s.readiness = Readiness{Temporal: opts.Health}
+	if opts.Store != nil {
+		s.readiness.Database = HealthCheckFunc(opts.Store.Ping)
+	}
+	opts.Metrics.ObserveStreams(func() telemetry.StreamCounts {
+		st := s.StreamStats()
+		return telemetry.StreamCounts{Subscribers: st.Subscribers, Pollers: st.Pollers, Queries: st.Queries}
+	})
 	r := s.router
 	r.HandleMethodNotAllowed = true
+	// Tracing first, so its span covers the whole request and the request
+	// log can name the trace; then the metrics, so they see the status
+	// that recoverPanics writes.
+	if opts.TracerProvider != nil {
+		r.Use(tracing(opts.TracerProvider))
+	}
+	if s.metrics != nil {
+		r.Use(s.observeRequests)
+	}
 	r.Use(markDialect, s.recoverPanics, s.logRequests, s.limitBody)
+	s.routeOps(r, opts.MetricsHandler)
 	r.NoRoute(func(c *gin.Context) {
 		s.writeError(c, models.Errorf(models.CodeRouteNotFound, "no route for %s %s", c.Request.Method, c.Request.URL.Path))
 	})
@@ -142,13 +176,25 @@ func (s *Server) recoverPanics(c *gin.Context) {
 	c.Next()
 }
 
+// logRequests logs every request once it is served: method, route, path,
+// status and duration. Nothing from headers, query string or body is
+// logged, so neither credentials nor run content reach the log; a run's id
+// in a path is not secret. Probes and scrapes are logged at debug only.
+// With tracing on, the binary's log handler (telemetry.LogHandler) adds
+// the request's trace_id from the context.
 func (s *Server) logRequests(c *gin.Context) {
 	start := time.Now()
 	c.Next()
-	s.log.LogAttrs(c.Request.Context(), slog.LevelDebug, "http request",
+	level := slog.LevelInfo
+	if isOpsRoute(c) {
+		level = slog.LevelDebug
+	}
+	attrs := []slog.Attr{
 		slog.String("method", c.Request.Method),
+		slog.String("route", routeOf(c)),
 		slog.String("path", c.Request.URL.Path),
 		slog.Int("status", c.Writer.Status()),
 		slog.Duration("duration", time.Since(start)),
-	)
+	}
+	s.log.LogAttrs(c.Request.Context(), level, "http request", attrs...)
 }

@@ -79,3 +79,14 @@ func (s *Store) ListEvents(ctx context.Context, runID string, f EventFilter) ([]
 	}
 	return out, nil
 }
+
+// LastEventSequence returns the highest stored sequence of a run, 0 when
+// none is stored.
+func (s *Store) LastEventSequence(ctx context.Context, runID string) (int64, error) {
+	var last *int64
+	err := s.db.WithContext(ctx).Model(&eventRow{}).Where("run_id = ?", runID).Select("MAX(sequence)").Scan(&last).Error
+	if err != nil || last == nil {
+		return 0, err
+	}
+	return *last, nil
+}

@@ -1,0 +1,105 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/store"
+)
+
+// reconcileTimeout bounds the Temporal calls of one reconciliation.
+const reconcileTimeout = 10 * time.Second
+
+// Reconcile brings a run whose workflow ended without running its own
+// cleanup — terminated by an operator (`temporal workflow terminate`) or
+// stopped by Temporal's execution timeout — to a terminal state consistent
+// on both sides: the events its workflow still held are stored, a
+// lifecycle.failed event says why, and the run is marked failed. A run whose
+// workflow is still running, or ended normally, is returned unchanged.
+func (r *Runs) Reconcile(ctx context.Context, run *store.Run) (*store.Run, error) {
+	if r == nil || r.Temporal == nil || models.IsTerminal(run.Status) {
+		return run, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+	defer cancel()
+	desc, err := r.Temporal.DescribeWorkflowExecution(ctx, run.WorkflowID, "")
+	if err != nil {
+		var notFound *serviceerror.NotFound
+		if errors.As(err, &notFound) {
+			return run, nil // not started yet, or already deleted by retention
+		}
+		return run, err
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	var reason string
+	switch info.GetStatus() {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		reason = "terminated"
+		if why := r.terminationReason(ctx, run.WorkflowID); why != "" {
+			reason += ": " + why
+		}
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		reason = "the workflow execution timed out"
+	default:
+		return run, nil
+	}
+
+	// The workflow persisted its log in batches; take what it held after
+	// the last stored event (a closed workflow still answers queries).
+	last, err := r.Store.LastEventSequence(ctx, run.ID)
+	if err != nil {
+		return run, err
+	}
+	for {
+		resp, err := r.Temporal.QueryWorkflow(ctx, run.WorkflowID, "", models.QueryEvents, models.EventQuery{After: last})
+		if err != nil {
+			break // no worker to answer: what was stored stays, the end is added below
+		}
+		var page models.EventPage
+		if err := resp.Get(&page); err != nil || len(page.Events) == 0 || page.FirstAvailable > last+1 {
+			break
+		}
+		if err := r.Store.InsertEvents(ctx, page.Events); err != nil {
+			return run, err
+		}
+		last = page.Events[len(page.Events)-1].Sequence
+		if !page.More {
+			break
+		}
+	}
+	msg := fmt.Sprintf("the run's workflow was %s", reason)
+	end := models.Event{
+		RunID: run.ID, Sequence: last + 1, Timestamp: models.FormatTimestamp(time.Now()),
+		Source: models.Source{AgentID: "system", AgentType: models.AgentTypeSystem, AgentName: "system"},
+		Event:  models.EventKind{Category: models.CategoryLifecycle, Action: models.ActionFailed},
+		Data:   map[string]any{"error": msg, "error_code": models.CodeExecutionFailed.Name},
+	}
+	if err := r.Store.InsertEvents(ctx, []models.Event{end}); err != nil {
+		return run, err
+	}
+	if err := r.Store.SetRunStatus(ctx, models.RunStatusUpdate{RunID: run.ID, Status: models.RunFailed, Result: run.Result, Error: msg}); err != nil {
+		return run, err
+	}
+	return r.Store.GetRun(ctx, run.ID)
+}
+
+// terminationReason reads the reason given to `temporal workflow terminate`.
+func (r *Runs) terminationReason(ctx context.Context, workflowID string) string {
+	it := r.Temporal.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return ""
+		}
+		if attrs := ev.GetWorkflowExecutionTerminatedEventAttributes(); attrs != nil {
+			return attrs.GetReason()
+		}
+	}
+	return ""
+}

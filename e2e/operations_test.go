@@ -1,0 +1,71 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/op-stack/executor/llm/llmfake"
+	"github.com/op-stack/executor/models"
+)
+
+// TestTerminate: `temporal workflow terminate` skips the workflow's own
+// cleanup; the run still ends failed in the database, with the reason, and
+// its stream ends with lifecycle.failed after the events it had.
+func TestTerminate(t *testing.T) {
+	e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-SEARCHER": {{Hang: true}}}))
+	id := e.startRun(e.createHierarchy(referenceHierarchy()), "to be terminated")
+	waitFor(t, 30*time.Second, "the searcher's call", func() bool { return len(callsMatching(e.fake.Calls(), "W-SEARCHER")) > 0 })
+	streamed := make(chan []sseMessage, 1)
+	go func() {
+		msgs, _ := e.readStream(e.openStream(id, 0, false), nil)
+		streamed <- msgs
+	}()
+	out, err := exec.Command(temporalCLI, "workflow", "terminate", "--workflow-id", models.RunWorkflowID(id),
+		"--reason", "operator stop", "--address", e.cfg.TemporalAddress).CombinedOutput()
+	if err != nil {
+		t.Fatalf("temporal workflow terminate: %v\n%s", err, out)
+	}
+	v := e.waitRun(id, 30*time.Second)
+	if v.Status != models.RunFailed || !strings.Contains(v.Error, "terminated: operator stop") {
+		t.Fatalf("run = %s %q", v.Status, v.Error)
+	}
+	select {
+	case msgs := <-streamed:
+		checkLog(t, id, msgs)
+		last := msgs[len(msgs)-1]
+		if last.Type != "lifecycle.failed" || !strings.Contains(last.Event.Data["error"].(string), "operator stop") {
+			t.Errorf("stream ended with %s %+v", last.Type, last.Event.Data)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stream did not end after the termination")
+	}
+	// A replay of the whole stream from the database shows the same end.
+	again := e.streamAll(id)
+	checkLog(t, id, again)
+}
+
+// TestSearchAttributes: runs are found by hierarchy id and status with the
+// temporal CLI, as in the Web UI.
+func TestSearchAttributes(t *testing.T) {
+	e := newEnv(t, referenceRules(nil))
+	hid := e.createHierarchy(referenceHierarchy())
+	id := e.startRun(hid, "find me")
+	e.waitRun(id, time.Minute)
+	var found []map[string]any
+	waitFor(t, 30*time.Second, "the run in the visibility store", func() bool {
+		out, err := exec.Command(temporalCLI, "workflow", "list", "--query", `HierarchyId="`+hid+`" AND RunStatus="completed"`,
+			"--address", e.cfg.TemporalAddress, "--output", "json").Output()
+		if err != nil {
+			return false
+		}
+		found = nil
+		return json.Unmarshal(out, &found) == nil && len(found) == 1
+	})
+	raw, _ := json.Marshal(found[0])
+	if !strings.Contains(string(raw), models.RunWorkflowID(id)) {
+		t.Errorf("listed %s", raw)
+	}
+}
