@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
+	"github.com/op-stack/executor/telemetry"
 	"github.com/op-stack/executor/tools"
 	"github.com/op-stack/executor/worker"
 )
@@ -92,8 +94,48 @@ func NewTools(cfg config.Config) *tools.Registry {
 	})
 }
 
+// Option adds optional wiring to NewWorker and NewAPI; without options
+// they record no metrics and trace nothing (as in the end-to-end tests).
+type Option func(*options)
+
+type options struct {
+	metrics        *telemetry.Metrics
+	metricsHandler http.Handler
+	tracer         trace.TracerProvider
+}
+
+func collect(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// WithMetrics makes the activities and the API record into m, and the API
+// serve handler at GET /metrics when handler is not nil.
+func WithMetrics(m *telemetry.Metrics, handler http.Handler) Option {
+	return func(o *options) { o.metrics, o.metricsHandler = m, handler }
+}
+
+// WithTracing traces the API's requests with tp; nil traces nothing.
+// Workflows and activities are traced by the Temporal client's interceptor
+// (telemetry.Telemetry.ClientOptions), not here.
+func WithTracing(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tracer = tp }
+}
+
+// DrainTimeout is the part of the shutdown budget (SHUTDOWN_TIMEOUT) given
+// to in-flight requests and activities. The rest, a fifth of it and at most
+// 5s, is kept for flushing traces and closing connections, so that the
+// whole shutdown ends within the budget.
+func DrainTimeout(total time.Duration) time.Duration {
+	return total - min(total/5, 5*time.Second)
+}
+
 // NewWorker builds the Temporal worker with the run's activities.
-func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client, router llm.Client) sdkworker.Worker {
+func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client, router llm.Client, opts ...Option) sdkworker.Worker {
+	o := collect(opts)
 	acts := &activities.Activities{
 		Store:             st,
 		LLM:               router,
@@ -102,16 +144,23 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 		Log:               log,
 		HeartbeatInterval: heartbeatInterval(cfg.LLMHeartbeatTimeout),
 		FlushInterval:     cfg.EventFlushInterval,
+		Metrics:           o.metrics,
 	}
-	return worker.New(tc, acts, worker.Options{TaskQueue: cfg.TaskQueue, StopTimeout: cfg.ShutdownTimeout})
+	return worker.New(tc, acts, worker.Options{TaskQueue: cfg.TaskQueue, StopTimeout: DrainTimeout(cfg.ShutdownTimeout)})
 }
 
 // NewAPI builds the HTTP API. router checks runs' models before they start
 // (the API reads the same provider configuration as the worker).
-func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client, router *llm.Router) *api.Server {
+func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client, router *llm.Router, opts ...Option) *api.Server {
+	o := collect(opts)
 	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg)}
+	runs.Options.SearchAttributes = useSearchAttributes(cfg, log, tc)
 	if router != nil {
 		runs.Models = router
+	}
+	var health api.HealthChecker
+	if tc != nil {
+		health = api.TemporalHealth(tc)
 	}
 	return api.NewServer(api.Options{
 		Store:        st,
@@ -124,6 +173,10 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 			IdlePollInterval: cfg.SSEIdlePollInterval,
 			KeepAlive:        cfg.SSEKeepAlive,
 		},
+		Metrics:        o.metrics,
+		MetricsHandler: o.metricsHandler,
+		Health:         health,
+		TracerProvider: o.tracer,
 	})
 }
 

@@ -22,6 +22,10 @@ type Config struct {
 	LogFormat       string
 	MaxBodyBytes    int64
 	ShutdownTimeout time.Duration
+	// MetricsAddr is the address of a separate listener for /metrics,
+	// /healthz and /readyz: "" (the API's address, or DefaultWorkerMetricsAddr
+	// in a process without the API), MetricsOff, or host:port.
+	MetricsAddr string
 
 	TemporalAddress   string
 	TemporalNamespace string
@@ -30,6 +34,8 @@ type Config struct {
 	DevServerPort     int
 	DevServerUIPort   int
 	DevServerTuned    bool
+	// TemporalSearchAttributes is auto, true or false.
+	TemporalSearchAttributes string
 
 	// LLM providers. The keys are secrets: they stay in this process's
 	// memory and are never logged, stored or put in workflow inputs.
@@ -75,6 +81,13 @@ type Config struct {
 	SSEKeepAlive        time.Duration
 }
 
+// MetricsOff is the METRICS_ADDR value that turns /metrics off.
+const MetricsOff = "off"
+
+// DefaultWorkerMetricsAddr is where a process that runs no API serves
+// /metrics when METRICS_ADDR is empty.
+const DefaultWorkerMetricsAddr = ":9090"
+
 // SQLitePath is the embedded database file used when DatabaseURL is empty.
 func (c Config) SQLitePath() string { return filepath.Join(c.DataDir, "executor.db") }
 
@@ -94,12 +107,21 @@ var vars = []Var{
 	{"LOG_FORMAT", "text", "`text` or `json` (structured logs for collectors).", func(c *Config, v string) error { c.LogFormat = v; return nil }},
 	{"MAX_BODY_BYTES", "1048576", "Largest accepted request body; larger ones get 413.", intVar(func(c *Config, n int) { c.MaxBodyBytes = int64(n) })},
 	{"SHUTDOWN_TIMEOUT", "30s", "How long SIGINT/SIGTERM waits for in-flight requests and activities.", durationVar(func(c *Config, d time.Duration) { c.ShutdownTimeout = d })},
+	{"METRICS_ADDR", "", "Address of a separate listener for `/metrics`, `/healthz` and `/readyz`, e.g. `:9090`; `/metrics` then stays off `HTTP_ADDR`. Empty: `/metrics` on `HTTP_ADDR` when the process runs the API, else (`serve -role worker`) on `:9090`. `off`: no `/metrics` anywhere.", func(c *Config, v string) error { c.MetricsAddr = strings.TrimSpace(v); return nil }},
 	{"TEMPORAL_ADDRESS", "", "Temporal frontend `host:port`. `executor dev` starts a dev server when it is empty; `executor serve` then uses `127.0.0.1:7233`.", func(c *Config, v string) error { c.TemporalAddress = v; return nil }},
 	{"TEMPORAL_NAMESPACE", "default", "Temporal namespace of runs.", func(c *Config, v string) error { c.TemporalNamespace = v; return nil }},
 	{"TEMPORAL_TASK_QUEUE", "op-stack-executor", "Task queue the worker polls and runs are started on.", func(c *Config, v string) error { c.TaskQueue = v; return nil }},
 	{"TEMPORAL_CLI", "./bin/temporal", "temporal CLI binary `executor dev` starts the dev server with (`make run` builds it).", func(c *Config, v string) error { c.TemporalCLI = v; return nil }},
 	{"TEMPORAL_DEV_PORT", "7233", "Frontend port of the dev server `executor dev` starts.", intVar(func(c *Config, n int) { c.DevServerPort = n })},
 	{"TEMPORAL_UI_PORT", "8233", "Web UI port of the dev server `executor dev` starts.", intVar(func(c *Config, n int) { c.DevServerUIPort = n })},
+	{"TEMPORAL_SEARCH_ATTRIBUTES", "auto", "Whether runs set the search attributes `HierarchyId`, `RunStatus`, `HierarchyName` (`executor dev` registers them; on a cluster create them first, see Operations). `auto`: when the namespace has them.", func(c *Config, v string) error {
+		switch v {
+		case "auto", "true", "false":
+			c.TemporalSearchAttributes = v
+			return nil
+		}
+		return fmt.Errorf("want auto, true or false, got %q", v)
+	}},
 	{"TEMPORAL_DEV_TUNED", "true", "Start the dev server with the latency settings of the README's \"Latency\" section (`false`: its defaults).", boolVar(func(c *Config, b bool) { c.DevServerTuned = b })},
 
 	{"OPENAI_API_KEY", "", "Key of the `openai` provider.", func(c *Config, v string) error { c.OpenAIAPIKey = v; return nil }},

@@ -46,3 +46,19 @@ func TestREADMEDocumentsEveryVariable(t *testing.T) {
 		}
 	}
 }
+
+func TestMetricsAddr(t *testing.T) {
+	c, err := load(func(string) (string, bool) { return "", false })
+	if err != nil || c.MetricsAddr != "" {
+		t.Fatalf("default METRICS_ADDR = %q, %v; want empty (the API's address)", c.MetricsAddr, err)
+	}
+	c, err = load(func(k string) (string, bool) {
+		if k == "METRICS_ADDR" {
+			return " :9100 ", true
+		}
+		return "", false
+	})
+	if err != nil || c.MetricsAddr != ":9100" {
+		t.Fatalf("METRICS_ADDR = %q, %v", c.MetricsAddr, err)
+	}
+}

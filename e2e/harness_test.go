@@ -23,6 +23,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 	temporallog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/op-stack/executor/api"
@@ -82,6 +83,9 @@ func runWithDevServer(m *testing.M) (int, error) {
 		ExistingPath:  temporalCLI,
 		ClientOptions: &client.Options{Logger: temporallog.NewStructuredLogger(quietLog)},
 		LogLevel:      "error",
+		SearchAttributes: temporal.NewSearchAttributes(
+			models.SearchHierarchyID.ValueSet(""), models.SearchRunStatus.ValueSet(""), models.SearchHierarchyName.ValueSet(""),
+		),
 		ExtraArgs: []string{
 			"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
 			"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",

@@ -44,17 +44,25 @@ func New(c client.Client, acts *activities.Activities, o Options) sdkworker.Work
 	return w
 }
 
-// Register registers the workflows and activities on any registry (a worker,
-// a test environment or a replayer).
+// Register registers the workflows and activities on a worker or a test
+// environment.
 func Register(r interface {
 	RegisterWorkflowWithOptions(any, workflow.RegisterOptions)
 	RegisterActivity(any)
 }, acts *activities.Activities) {
+	RegisterWorkflows(r)
+	if acts != nil {
+		r.RegisterActivity(acts)
+	}
+}
+
+// RegisterWorkflows registers the workflows under their names, on a worker,
+// a test environment or a replayer.
+func RegisterWorkflows(r interface {
+	RegisterWorkflowWithOptions(any, workflow.RegisterOptions)
+}) {
 	r.RegisterWorkflowWithOptions(workflows.RunWorkflow, workflow.RegisterOptions{Name: models.RunWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.TeamWorkflow, workflow.RegisterOptions{Name: models.TeamWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.SubAgentWorkflow, workflow.RegisterOptions{Name: models.SubAgentWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.FormatResultsWorkflow, workflow.RegisterOptions{Name: models.FormatResultsWorkflowName})
-	if acts != nil {
-		r.RegisterActivity(acts)
-	}
 }

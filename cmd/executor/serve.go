@@ -10,16 +10,22 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
 	temporallog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/op-stack/executor/api"
 	"github.com/op-stack/executor/app"
 	"github.com/op-stack/executor/config"
+	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
+	"github.com/op-stack/executor/telemetry"
 )
 
 // role selects which parts of the service a process runs.
@@ -68,84 +74,219 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	return nil
 }
 
-func dialTemporal(ctx context.Context, cfg config.Config, log *slog.Logger) (client.Client, error) {
-	c, err := client.DialContext(ctx, client.Options{
+func dialTemporal(ctx context.Context, cfg config.Config, log *slog.Logger, tel *telemetry.Telemetry) (client.Client, error) {
+	opts := client.Options{
 		HostPort:  cfg.TemporalAddress,
 		Namespace: cfg.TemporalNamespace,
 		Logger:    temporallog.NewStructuredLogger(log.With("component", "temporal")),
-	})
+	}
+	// The SDK's metrics (temporal_*) go to the same registry as the
+	// service's; with tracing on, the SDK's tracing interceptor traces the
+	// client's calls and, through the client, the worker's workflows and
+	// activities.
+	tel.ClientOptions(&opts)
+	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 	return c, nil
 }
 
+// metricsPlacement decides where /metrics is served (see METRICS_ADDR):
+// on the API's address (onAPI), on a listener of its own at listen, or
+// nowhere. required says the listener was asked for, so failing to open
+// it is an error; the worker's default address only warns, since several
+// worker processes may share a host.
+func metricsPlacement(addr string, r role) (listen string, onAPI, required bool) {
+	switch addr {
+	case config.MetricsOff:
+		return "", false, false
+	case "":
+		if r.api {
+			return "", true, false
+		}
+		return config.DefaultWorkerMetricsAddr, false, false
+	}
+	return addr, false, true
+}
+
 // serve runs the selected roles until ctx is cancelled, then shuts down
-// gracefully within cfg.ShutdownTimeout.
+// gracefully within cfg.ShutdownTimeout (see shutdown).
 func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) error {
+	tel, err := telemetry.Setup(ctx, telemetry.Options{Log: log})
+	if err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	if tel.TracerProvider != nil {
+		log.Info("tracing on", "exporters", tel.Exporters)
+	}
+	// Buffered spans are flushed last, after the connections are closed,
+	// by the end of the shutdown budget once shutdown has begun, or within
+	// the flush reserve after a failed start.
+	var stop stopping
+	defer func() {
+		flushBy := stop.deadline
+		if flushBy.IsZero() {
+			flushBy = time.Now().Add(cfg.ShutdownTimeout - app.DrainTimeout(cfg.ShutdownTimeout))
+		}
+		fctx, cancel := context.WithDeadline(context.Background(), flushBy)
+		defer cancel()
+		if err := tel.Shutdown(fctx); err != nil {
+			log.Warn("telemetry shutdown", "error", err)
+		}
+		if !stop.start.IsZero() {
+			log.Info("shutdown complete", "took", time.Since(stop.start).Round(time.Millisecond))
+		}
+	}()
+
 	st, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	tc, err := dialTemporal(ctx, cfg, log)
+	tc, err := dialTemporal(ctx, cfg, log, tel)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
 
-	errc := make(chan error, 2)
+	metricsListen, metricsOnAPI, metricsRequired := metricsPlacement(cfg.MetricsAddr, r)
+	var apiMetrics http.Handler
+	if metricsOnAPI {
+		apiMetrics = tel.MetricsHandler()
+	}
+	opts := []app.Option{app.WithMetrics(tel.Metrics, apiMetrics), app.WithTracing(tel.Tracing())}
+
+	errc := make(chan error, 3)
+	var parts running
 	router, err := app.NewLLM(cfg)
 	if err != nil {
 		return err
 	}
 	log.Info("LLM providers", "routing", router.Describe())
+	if metricsListen != "" {
+		ready := api.Readiness{Database: api.HealthCheckFunc(st.Ping), Temporal: api.TemporalHealth(tc)}
+		srv, addr, err := listenAndServe(metricsListen, api.OpsHandler(tel.MetricsHandler(), ready), errc)
+		switch {
+		case err != nil && metricsRequired:
+			return fmt.Errorf("METRICS_ADDR: %w", err)
+		case err != nil:
+			log.Warn("metrics not served: the default address is taken (set METRICS_ADDR, or off)", "error", err)
+		default:
+			parts.ops = srv
+			log.Info("metrics listening", "addr", addr, "paths", "/metrics /healthz /readyz")
+		}
+	}
 	if r.worker {
-		w := app.NewWorker(cfg, log, st, tc, router)
+		w := app.NewWorker(cfg, log, st, tc, router, opts...)
 		if err := w.Start(); err != nil {
+			stop = shutdown(log, cfg.ShutdownTimeout, parts)
 			return fmt.Errorf("start Temporal worker: %w", err)
 		}
-		// Stop returns once running activities have finished or
-		// SHUTDOWN_TIMEOUT passed; unfinished ones are retried elsewhere.
-		defer w.Stop()
+		parts.worker = w
 		log.Info("Temporal worker started", "task_queue", cfg.TaskQueue, "namespace", cfg.TemporalNamespace)
 	}
-	var (
-		httpServer *http.Server
-		apiServer  *api.Server
-	)
 	if r.api {
-		srv := app.NewAPI(cfg, log, st, tc, router)
-		apiServer = srv
-		ln, err := net.Listen("tcp", cfg.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
-		}
+		srv := app.NewAPI(cfg, log, st, tc, router, opts...)
 		// No WriteTimeout: event streams stay open for the length of a run.
-		httpServer = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-		log.Info("HTTP API listening", "addr", ln.Addr().String())
-		go func() { errc <- httpServer.Serve(ln) }()
+		httpServer, addr, err := listenAndServe(cfg.HTTPAddr, srv.Handler(), errc)
+		if err != nil {
+			stop = shutdown(log, cfg.ShutdownTimeout, parts)
+			return fmt.Errorf("HTTP_ADDR: %w", err)
+		}
+		parts.api, parts.http = srv, httpServer
+		log.Info("HTTP API listening", "addr", addr, "metrics", metricsOnAPI)
 	}
 
+	var runErr error
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down")
+		log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
 	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
+		runErr = err
+		log.Error("server failed; shutting down", "error", err, "timeout", cfg.ShutdownTimeout)
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	stop = shutdown(log, cfg.ShutdownTimeout, parts)
+	return runErr
+}
+
+// listenAndServe serves h on addr in the background; errors of Serve other
+// than a shutdown go to errc.
+func listenAndServe(addr string, h http.Handler, errc chan<- error) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+		}
+	}()
+	return srv, ln.Addr().String(), nil
+}
+
+// running are the parts of the process that shutdown stops; nil ones do
+// not run.
+type running struct {
+	api    *api.Server
+	http   *http.Server
+	worker sdkworker.Worker
+	ops    *http.Server
+}
+
+// stopping is when shutdown began and by when it must end.
+type stopping struct{ start, deadline time.Time }
+
+// shutdown stops the running parts within budget (SHUTDOWN_TIMEOUT) and
+// returns the deadline left for flushing telemetry. The HTTP API and the
+// worker drain at once, for app.DrainTimeout(budget): open event streams
+// end with a reconnect hint (their clients resume with Last-Event-ID on
+// another replica), in-flight requests finish, and running activities
+// finish or are abandoned, to be retried on another worker. Whatever has
+// not stopped by then is left behind, so that the rest of the budget is
+// there to stop the metrics listener and flush the buffered spans.
+func shutdown(log *slog.Logger, budget time.Duration, p running) stopping {
+	start := time.Now()
+	flushBy := start.Add(budget)
+	drainCtx, cancel := context.WithTimeout(context.Background(), app.DrainTimeout(budget))
 	defer cancel()
-	if httpServer != nil {
-		// Open event streams end with a reconnect hint; their clients
-		// resume with Last-Event-ID, on this replica's successor or another.
-		apiServer.CloseStreams()
-		if err := httpServer.Shutdown(shutdownCtx); err != nil {
-			log.Warn("HTTP shutdown", "error", err)
-		}
+	var wg sync.WaitGroup
+	if p.http != nil {
+		wg.Go(func() {
+			p.api.CloseStreams()
+			if err := p.http.Shutdown(drainCtx); err != nil {
+				// Cut the connections still open at the deadline.
+				p.http.Close()
+				log.Warn("HTTP API stopped before its requests finished", "error", err)
+				return
+			}
+			log.Info("HTTP API stopped")
+		})
 	}
-	return nil
+	if p.worker != nil {
+		wg.Go(func() {
+			// Stop waits for running activities up to the worker's stop
+			// timeout, which app.NewWorker sets to the same drain time.
+			p.worker.Stop()
+			log.Info("Temporal worker stopped")
+		})
+	}
+	drained := make(chan struct{})
+	go func() { wg.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-drainCtx.Done():
+		log.Warn("shutdown: not everything stopped in time; going on", "waited", time.Since(start))
+	}
+	if p.ops != nil {
+		octx, cancel := context.WithDeadline(context.Background(), flushBy)
+		if err := p.ops.Shutdown(octx); err != nil {
+			p.ops.Close()
+		}
+		cancel()
+	}
+	return stopping{start: start, deadline: flushBy}
 }
 
 // dev runs the whole service on embedded defaults: when TEMPORAL_ADDRESS is
@@ -153,7 +294,11 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) err
 // temporal CLI and stops it on exit.
 func dev(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if cfg.TemporalAddress == "" {
-		ds, err := startDevServer(ctx, cfg, log)
+		var (
+			ds  *testsuite.DevServer
+			err error
+		)
+		withoutEnv("OTEL_", func() { ds, err = startDevServer(ctx, cfg, log) })
 		if err != nil {
 			return err
 		}
@@ -166,6 +311,28 @@ func dev(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		cfg.TemporalAddress = ds.FrontendHostPort()
 	}
 	return serve(ctx, cfg, log, role{api: true, worker: true})
+}
+
+// withoutEnv runs f with the environment variables named prefix… unset,
+// and sets them again afterwards. The dev server is a Temporal server,
+// which reads the OTEL_* variables too: it would send its own spans as
+// this service's, and it refuses OTEL_TRACES_EXPORTER=console outright.
+// Its process inherits the environment when it starts, within f; the
+// service reads the variables after that (telemetry.Setup in serve).
+func withoutEnv(prefix string, f func()) {
+	saved := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, prefix) {
+			saved[k] = v
+			os.Unsetenv(k)
+		}
+	}
+	defer func() {
+		for k, v := range saved {
+			os.Setenv(k, v)
+		}
+	}()
+	f()
 }
 
 func startDevServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*testsuite.DevServer, error) {
@@ -189,10 +356,15 @@ func startDevServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*
 			Logger:    temporallog.NewStructuredLogger(log.With("component", "devserver")),
 		},
 		DBFilename: dbFile,
-		EnableUI:   true,
-		UIPort:     strconv.Itoa(cfg.DevServerUIPort),
-		LogLevel:   "warn",
-		ExtraArgs:  extra,
+		// The runs' search attributes, so the Web UI and
+		// `temporal workflow list --query 'HierarchyId="…"'` find them.
+		SearchAttributes: temporal.NewSearchAttributes(
+			models.SearchHierarchyID.ValueSet(""), models.SearchRunStatus.ValueSet(""), models.SearchHierarchyName.ValueSet(""),
+		),
+		EnableUI:  true,
+		UIPort:    strconv.Itoa(cfg.DevServerUIPort),
+		LogLevel:  "warn",
+		ExtraArgs: extra,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start Temporal dev server with %s (run `make run`, which builds it): %w", cfg.TemporalCLI, err)
