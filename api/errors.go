@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/store"
 )
 
 // errorBody is the executor API's (contract 002) error response: the numeric
@@ -201,4 +202,43 @@ func jsonTypeName(kind string) string {
 		return "an integer"
 	}
 	return fmt.Sprintf("a %s", kind)
+}
+
+// idRequest is a request body that names one resource.
+type idRequest interface{ id() (string, error) }
+
+// readID decodes a body of type T and returns the id it names; on a bad
+// body it writes the error and returns false.
+func readID[T idRequest](s *Server, c *gin.Context) (string, bool) {
+	var in T
+	if err := decodeJSON(c, &in); err != nil {
+		s.writeError(c, err)
+		return "", false
+	}
+	id, err := in.id()
+	if err != nil {
+		s.writeError(c, err)
+		return "", false
+	}
+	return id, true
+}
+
+// readPage decodes an optional list body into in (an empty body lists the
+// first page) and returns its paging; on a bad body it writes the error
+// and returns false.
+func (s *Server) readPage(c *gin.Context, in interface {
+	filter() (store.ListFilter, error)
+}) (store.ListFilter, bool) {
+	if c.Request.ContentLength != 0 {
+		if err := decodeJSON(c, in); err != nil {
+			s.writeError(c, err)
+			return store.ListFilter{}, false
+		}
+	}
+	f, err := in.filter()
+	if err != nil {
+		s.writeError(c, err)
+		return store.ListFilter{}, false
+	}
+	return f, true
 }

@@ -254,14 +254,8 @@ func (s *Server) createHierarchy(c *gin.Context) {
 }
 
 func (s *Server) getHierarchy(c *gin.Context) {
-	var in idInput
-	if err := decodeJSON(c, &in); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	id, err := in.id()
-	if err != nil {
-		s.writeError(c, err)
+	id, valid := readID[idInput](s, c)
+	if !valid {
 		return
 	}
 	h, err := s.store.GetHierarchy(c.Request.Context(), id)
@@ -295,14 +289,8 @@ func (s *Server) updateHierarchy(c *gin.Context) {
 }
 
 func (s *Server) deleteHierarchy(c *gin.Context) {
-	var in idInput
-	if err := decodeJSON(c, &in); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	id, err := in.id()
-	if err != nil {
-		s.writeError(c, err)
+	id, valid := readID[idInput](s, c)
+	if !valid {
 		return
 	}
 	if err := s.store.DeleteHierarchy(c.Request.Context(), id); err != nil {
@@ -340,17 +328,8 @@ func (p pageInput) filter() (store.ListFilter, error) {
 }
 
 func (s *Server) listHierarchies(c *gin.Context) {
-	var in pageInput
-	// An empty body lists the first page.
-	if c.Request.ContentLength != 0 {
-		if err := decodeJSON(c, &in); err != nil {
-			s.writeError(c, err)
-			return
-		}
-	}
-	f, err := in.filter()
-	if err != nil {
-		s.writeError(c, err)
+	f, valid := s.readPage(c, &pageInput{})
+	if !valid {
 		return
 	}
 	items, total, err := s.store.ListHierarchies(c.Request.Context(), f)

@@ -6,14 +6,8 @@ import "github.com/gin-gonic/gin"
 // agent turn's final output, under its application-set id) as a tree:
 // sub-agents' messages under the message of the turn that called them.
 func (s *Server) listMessages(c *gin.Context) {
-	var in runIDInput
-	if err := decodeJSON(c, &in); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	id, err := in.id()
-	if err != nil {
-		s.writeError(c, err)
+	id, valid := readID[runIDInput](s, c)
+	if !valid {
 		return
 	}
 	ctx := c.Request.Context()

@@ -212,14 +212,8 @@ type progressView struct {
 }
 
 func (s *Server) getRun(c *gin.Context) {
-	var in runIDInput
-	if err := decodeJSON(c, &in); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	id, err := in.id()
-	if err != nil {
-		s.writeError(c, err)
+	id, valid := readID[runIDInput](s, c)
+	if !valid {
 		return
 	}
 	run, err := s.store.GetRun(c.Request.Context(), id)
@@ -282,15 +276,8 @@ type listRunsInput struct {
 
 func (s *Server) listRuns(c *gin.Context) {
 	var in listRunsInput
-	if c.Request.ContentLength != 0 {
-		if err := decodeJSON(c, &in); err != nil {
-			s.writeError(c, err)
-			return
-		}
-	}
-	f, err := in.filter()
-	if err != nil {
-		s.writeError(c, err)
+	f, valid := s.readPage(c, &in)
+	if !valid {
 		return
 	}
 	if in.Status != "" && !contains(models.RunStatuses, in.Status) {
@@ -309,14 +296,8 @@ func (s *Server) listRuns(c *gin.Context) {
 // calls and records the run as cancelled; cancelling a cancelled run again
 // succeeds, cancelling a finished one is a conflict.
 func (s *Server) cancelRun(c *gin.Context) {
-	var in runIDInput
-	if err := decodeJSON(c, &in); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	id, err := in.id()
-	if err != nil {
-		s.writeError(c, err)
+	id, valid := readID[runIDInput](s, c)
+	if !valid {
 		return
 	}
 	ctx := c.Request.Context()

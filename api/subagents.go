@@ -291,17 +291,8 @@ func (s *Server) deleteSubAgent(c *gin.Context) {
 }
 
 func (s *Server) listSubAgents(c *gin.Context) {
-	var in pageInput
-	// An empty body lists the first page.
-	if c.Request.ContentLength != 0 {
-		if err := decodeJSON(c, &in); err != nil {
-			s.writeError(c, err)
-			return
-		}
-	}
-	f, err := in.filter()
-	if err != nil {
-		s.writeError(c, err)
+	f, valid := s.readPage(c, &pageInput{})
+	if !valid {
 		return
 	}
 	items, total, err := s.store.ListSubAgents(c.Request.Context(), f)
