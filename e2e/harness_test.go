@@ -99,6 +99,12 @@ func runWithDevServer(m *testing.M) (int, error) {
 		return 0, fmt.Errorf("start dev server: %w", err)
 	}
 	defer devServer.Stop()
+	defer func() {
+		// The benchmarks' untuned server, when one was started.
+		if defaultDevServer != nil {
+			defaultDevServer.Stop()
+		}
+	}()
 	return m.Run(), nil
 }
 

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 	temporallog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -369,6 +371,11 @@ func startDevServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("start Temporal dev server with %s (run `make run`, which builds it): %w", cfg.TemporalCLI, err)
 	}
+	// start-dev registers --search-attribute only in a new database; an
+	// existing .data/temporal.db from an older version gets them here.
+	if err := addSearchAttributes(startCtx, ds.Client(), cfg.TemporalNamespace); err != nil {
+		log.Warn("register search attributes", "error", err)
+	}
 	ds.Client().Close()
 	log.Info("Temporal dev server ready", "address", hostPort, "web_ui", fmt.Sprintf("http://localhost:%d", cfg.DevServerUIPort))
 	return ds, nil
@@ -392,4 +399,29 @@ func mkdirAll(dir string) error {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
 	return nil
+}
+
+// addSearchAttributes registers the runs' custom search attributes that the
+// namespace lacks.
+func addSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+	resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return err
+	}
+	missing := map[string]enumspb.IndexedValueType{}
+	for name, typ := range models.SearchAttributeTypes() {
+		if _, ok := resp.GetCustomAttributes()[name]; ok {
+			continue
+		}
+		t := enumspb.INDEXED_VALUE_TYPE_KEYWORD
+		if typ == "Text" {
+			t = enumspb.INDEXED_VALUE_TYPE_TEXT
+		}
+		missing[name] = t
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{Namespace: namespace, SearchAttributes: missing})
+	return err
 }
