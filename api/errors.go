@@ -210,17 +210,23 @@ type idRequest interface{ id() (string, error) }
 // readID decodes a body of type T and returns the id it names; on a bad
 // body it writes the error and returns false.
 func readID[T idRequest](s *Server, c *gin.Context) (string, bool) {
+	_, id, valid := readIDBody[T](s, c)
+	return id, valid
+}
+
+// readIDBody is readID for handlers that need the rest of the body too.
+func readIDBody[T idRequest](s *Server, c *gin.Context) (T, string, bool) {
 	var in T
 	if err := decodeJSON(c, &in); err != nil {
 		s.writeError(c, err)
-		return "", false
+		return in, "", false
 	}
 	id, err := in.id()
 	if err != nil {
 		s.writeError(c, err)
-		return "", false
+		return in, "", false
 	}
-	return id, true
+	return in, id, true
 }
 
 // readPage decodes an optional list body into in (an empty body lists the

@@ -35,14 +35,8 @@ type eventsPage struct {
 // clients that poll or replay instead of streaming. Events of a live run
 // appear here once the workflow has stored them.
 func (s *Server) listEvents(c *gin.Context) {
-	var in listEventsInput
-	if err := decodeJSON(c, &in); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	id, err := in.id()
-	if err != nil {
-		s.writeError(c, err)
+	in, id, valid := readIDBody[listEventsInput](s, c)
+	if !valid {
 		return
 	}
 	f, err := in.filter()

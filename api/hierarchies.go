@@ -48,11 +48,13 @@ type llmConfigInput struct {
 	Timeout     int      `json:"timeout"`
 }
 
-// globalConfigInput is spec 001's global_config.
+// globalConfigInput is spec 001's global_config, on both APIs.
+// enable_streaming and output_format are accepted and not stored: every run
+// streams, and the output format is chosen per results request.
 type globalConfigInput struct {
-	MaxExecutionTime *int   `json:"max_execution_time"`
-	EnableStreaming  *bool  `json:"enable_streaming"`
-	OutputFormat     string `json:"output_format"`
+	MaxExecutionTime *int   `json:"max_execution_time,omitempty"`
+	EnableStreaming  *bool  `json:"enable_streaming,omitempty"`
+	OutputFormat     string `json:"output_format,omitempty"`
 }
 
 type teamInput struct {

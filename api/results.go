@@ -465,14 +465,8 @@ func resultFormat(f string) (string, error) {
 
 // runResults is runs/results: {"id","format"}.
 func (s *Server) runResults(c *gin.Context) {
-	var in resultsInput
-	if err := decodeJSON(c, &in); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	id, err := in.id()
-	if err != nil {
-		s.writeError(c, err)
+	in, id, valid := readIDBody[resultsInput](s, c)
+	if !valid {
 		return
 	}
 	format, err := resultFormat(in.Format)
@@ -547,14 +541,8 @@ type formatInputBody struct {
 
 // formatRunResults is runs/results/format: {"id","output_template","extraction_rules"}.
 func (s *Server) formatRunResults(c *gin.Context) {
-	var in formatInputBody
-	if err := decodeJSON(c, &in); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	id, err := in.id()
-	if err != nil {
-		s.writeError(c, err)
+	in, id, valid := readIDBody[formatInputBody](s, c)
+	if !valid {
 		return
 	}
 	out, err := s.formatResults(c.Request.Context(), id, in)

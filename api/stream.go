@@ -43,14 +43,8 @@ type streamInput struct {
 
 // streamRunPOST is runs/stream (contract 002): {"id","after"}.
 func (s *Server) streamRunPOST(c *gin.Context) {
-	var in streamInput
-	if err := decodeJSON(c, &in); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	id, err := in.id()
-	if err != nil {
-		s.writeError(c, err)
+	in, id, valid := readIDBody[streamInput](s, c)
+	if !valid {
 		return
 	}
 	// Reading the body to its end lets net/http watch the connection, so

@@ -58,15 +58,6 @@ type v1SubTeam struct {
 	ShareContext     *bool               `json:"share_context,omitempty"`
 }
 
-// v1GlobalConfig is spec 001's GlobalConfig. enable_streaming and
-// output_format are accepted and not stored: every run streams, and the
-// output format is chosen per results request.
-type v1GlobalConfig struct {
-	MaxExecutionTime *int   `json:"max_execution_time,omitempty"`
-	EnableStreaming  *bool  `json:"enable_streaming,omitempty"`
-	OutputFormat     string `json:"output_format,omitempty"`
-}
-
 // v1TeamRequest is the body of POST and PUT /api/v1/hierarchical-teams:
 // spec 001's HierarchicalTeam. execution_mode, enable_context_sharing and
 // max_parallel_teams are this service's additions.
@@ -76,7 +67,7 @@ type v1TeamRequest struct {
 	TopSupervisorConfig  *v1SupervisorConfig `json:"top_supervisor_config"`
 	SubTeams             []v1SubTeam         `json:"sub_teams"`
 	Dependencies         map[string][]string `json:"dependencies"`
-	GlobalConfig         *v1GlobalConfig     `json:"global_config"`
+	GlobalConfig         *globalConfigInput  `json:"global_config"`
 	ExecutionMode        string              `json:"execution_mode"`
 	EnableContextSharing *bool               `json:"enable_context_sharing"`
 	MaxParallelTeams     int                 `json:"max_parallel_teams"`
@@ -411,7 +402,7 @@ type v1TeamView struct {
 	TopSupervisorConfig  v1SupervisorConfig  `json:"top_supervisor_config"`
 	SubTeams             []v1SubTeam         `json:"sub_teams"`
 	Dependencies         map[string][]string `json:"dependencies"`
-	GlobalConfig         v1GlobalConfig      `json:"global_config"`
+	GlobalConfig         globalConfigInput   `json:"global_config"`
 	ExecutionOrder       []string            `json:"execution_order"`
 	ExecutionMode        string              `json:"execution_mode"`
 	EnableContextSharing bool                `json:"enable_context_sharing"`
@@ -429,7 +420,7 @@ func v1TeamOf(h *models.Hierarchy) v1TeamView {
 		TopSupervisorConfig: v1SupervisorOf(h.GlobalSupervisor, h.MaxIterations),
 		SubTeams:            make([]v1SubTeam, 0, len(h.Teams)),
 		Dependencies:        map[string][]string{},
-		GlobalConfig: v1GlobalConfig{
+		GlobalConfig: globalConfigInput{
 			MaxExecutionTime: &h.MaxExecutionTime,
 			EnableStreaming:  refOf(true),
 			OutputFormat:     "detailed",
