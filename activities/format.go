@@ -51,7 +51,13 @@ func (a *Activities) FormatResults(ctx context.Context, in models.FormatInput) (
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrFormatInvalidTemplate, nil)
 	}
-	stop := a.heartbeat(ctx)
+	if a.Store != nil {
+		hydrated := &models.RunResult{Teams: in.Teams}
+		if err := a.Store.HydrateResult(ctx, hydrated); err != nil {
+			return nil, err
+		}
+	}
+	ctx, stop := a.heartbeat(ctx)
 	defer stop()
 	sup := in.Supervisor
 	schema, strict := tmpl.Schema()

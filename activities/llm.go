@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/op-stack/executor/llm"
@@ -35,6 +34,10 @@ const defaultContextCharLimit = 8000
 // maxCorrections replaced by a fallback with a warning: a bad answer never
 // fails the run.
 func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models.Decision, error) {
+	var err error
+	if in.Context, err = a.resolveContext(ctx, in.Context); err != nil {
+		return nil, err
+	}
 	pub := a.newPublisher(ctx, in.RunID)
 	defer pub.close()
 	req := llm.Request{
@@ -90,6 +93,10 @@ func (a *Activities) publishDecision(ctx context.Context, pub *publisher, in mod
 // Respond runs an agent's turn: a worker's answer, or the global
 // supervisor's final answer.
 func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*models.RespondResult, error) {
+	var err error
+	if in.Context, err = a.resolveContext(ctx, in.Context); err != nil {
+		return nil, err
+	}
 	pub := a.newPublisher(ctx, in.RunID)
 	defer pub.close()
 	req := llm.Request{
@@ -125,6 +132,24 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 	return res, nil
 }
 
+// resolveContext reads the whole answers the context's truncated references
+// point at and joins every item's references into its content. A reference
+// whose message cannot be found keeps its preview.
+func (a *Activities) resolveContext(ctx context.Context, items []models.ContextItem) ([]models.ContextItem, error) {
+	var whole map[string]string
+	if ids := models.TruncatedRefs(items); len(ids) > 0 && a.Store != nil {
+		var err error
+		if whole, err = a.Store.MessageContents(ctx, ids); err != nil {
+			return nil, fmt.Errorf("read earlier outputs: %w", err)
+		}
+	}
+	out := make([]models.ContextItem, len(items))
+	for i, c := range items {
+		out[i] = c.Resolved(whole)
+	}
+	return out, nil
+}
+
 // transcriptMessages converts a turn's tool rounds to chat messages.
 func transcriptMessages(t []models.ChatMessage) []llm.Message {
 	out := make([]llm.Message, 0, len(t))
@@ -143,7 +168,9 @@ func transcriptMessages(t []models.ChatMessage) []llm.Message {
 // the call), records its usage, and turns a failure into a retryable or
 // non-retryable application error that names the agent and the model.
 func (a *Activities) complete(ctx context.Context, pub *publisher, source models.Source, purpose string, req llm.Request, extra map[string]any) (*llm.Response, error) {
-	stop := a.heartbeat(ctx)
+	// From here on ctx is the call's: a failed heartbeat RPC does not
+	// cancel it (see heartbeat).
+	ctx, stop := a.heartbeat(ctx)
 	defer stop()
 	if pub.attempt > 1 && pub.calls == 0 {
 		// The previous attempt's partial output is void: clients drop this
@@ -237,33 +264,6 @@ func (a *Activities) llmFailure(ctx context.Context, source models.Source, model
 		return temporal.NewNonRetryableApplicationError(msg, ErrLLMRejected, nil)
 	}
 	return temporal.NewApplicationErrorWithOptions(msg, ErrLLMUnavailable, temporal.ApplicationErrorOptions{NextRetryDelay: le.RetryAfter})
-}
-
-// heartbeat records a heartbeat every HeartbeatInterval until stopped.
-func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
-	if !activity.IsActivity(ctx) {
-		return func() {}
-	}
-	interval := a.HeartbeatInterval
-	if interval <= 0 {
-		interval = time.Second
-	}
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			activity.RecordHeartbeat(ctx)
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() { close(done) }
 }
 
 func modelFor(agent models.Agent, o models.RunOptions) string {

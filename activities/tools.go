@@ -60,7 +60,7 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 	if pub.attempt == 1 {
 		pub.emit(pub.event(in.Source, models.CategoryLLM, models.ActionToolCall, ToolCallData(in.Call, in.ExecutionID)))
 	}
-	stop := a.heartbeat(ctx)
+	callCtx, stop := a.heartbeat(ctx)
 	start := time.Now()
 	var (
 		content string
@@ -69,11 +69,12 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 	if a.Tools == nil {
 		err = fmt.Errorf("no tools are configured on this worker")
 	} else {
-		content, err = a.Tools.Execute(ctx, in.Call.Name, in.Call.Arguments)
+		content, err = a.Tools.Execute(callCtx, in.Call.Name, in.Call.Arguments)
 	}
+	cancelled := callCtx.Err()
 	stop()
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
+	if cancelled != nil {
+		return nil, cancelled
 	}
 	if err != nil && tools.IsRetryable(err) && pub.attempt < MaxToolAttempts {
 		return nil, temporal.NewApplicationError(fmt.Sprintf("tool %s: %v", in.Call.Name, err), "ToolUnavailable")
