@@ -13,6 +13,7 @@ import (
 
 	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/notify"
 	"github.com/op-stack/executor/store"
 	"github.com/op-stack/executor/telemetry"
 )
@@ -44,6 +45,10 @@ type Activities struct {
 	// Metrics counts LLM calls, tokens, published events and finished
 	// runs; nil records nothing.
 	Metrics *telemetry.Metrics
+	// Notifier tells the API's stream pollers that a run has news (events
+	// signalled, a status written), so they query its workflow at once
+	// instead of on a fast timer; nil notifies nobody.
+	Notifier notify.Notifier
 }
 
 // SetRunStatus writes a run's status; safe to retry (see
@@ -53,6 +58,11 @@ type Activities struct {
 // that is already terminal (a retried activity, a late update) is not
 // counted again. Only two attempts running at once could both count it.
 func (a *Activities) SetRunStatus(ctx context.Context, u models.RunStatusUpdate) error {
+	// The workflow's result holds previews of long answers; the stored
+	// result holds them whole.
+	if err := a.Store.HydrateResult(ctx, u.Result); err != nil {
+		return err
+	}
 	countable := false
 	if a.Metrics != nil && models.IsTerminal(u.Status) {
 		// A failed read must not fail the status write: count the write
@@ -66,6 +76,10 @@ func (a *Activities) SetRunStatus(ctx context.Context, u models.RunStatusUpdate)
 	if countable {
 		a.Metrics.RunFinished(u.Status)
 	}
+	// The workflow writes a terminal status after its terminal event, so
+	// this wakes the streams to read that event and end; "running" comes
+	// right after the run's first events.
+	a.notifyRun(ctx, u.RunID)
 	a.logger(ctx).Info("run status", "run_id", u.RunID, "status", u.Status)
 	return nil
 }

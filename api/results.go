@@ -520,7 +520,10 @@ func (s *Server) currentResult(ctx context.Context, run *store.Run) *models.RunR
 	if err == nil {
 		var live models.RunResult
 		if err = resp.Get(&live); err == nil {
-			return &live
+			// The workflow holds previews of long answers.
+			if err = s.store.HydrateResult(ctx, &live); err == nil {
+				return &live
+			}
 		}
 	}
 	s.log.Debug("result query", "run_id", run.ID, "error", err)

@@ -71,6 +71,11 @@ type RunOptions struct {
 	RetryMax         time.Duration `json:"retry_max"`
 	DefaultModel     string        `json:"default_model"`
 	ContextCharLimit int           `json:"context_char_limit"`
+	// ContextTotalChars bounds all earlier outputs shown in one prompt
+	// together: the newest are kept, older ones are left out. It keeps
+	// prompts, and the references activities get, from growing with the
+	// length of the run.
+	ContextTotalChars int `json:"context_total_chars,omitempty"`
 	// ContinueAsNewAfter is the history length past which the run's
 	// workflow continues as new at its next safe point.
 	ContinueAsNewAfter int `json:"continue_as_new_after"`
@@ -152,19 +157,42 @@ func (t TeamOutput) Summary() string {
 	return b.String()
 }
 
-// WorkerOutput is one worker call's answer.
+// WorkerOutput is one worker call's answer. In a workflow's state, Output
+// holds at most OutputPreviewChars of a longer answer (OutputTruncated);
+// the whole answer is the stored message MessageID, which the activities
+// and the API read by reference (HydrateOutputs). That keeps a run's state,
+// and so its history, from growing with the length of its answers.
 type WorkerOutput struct {
 	AgentID     string `json:"agent_id"`
 	Name        string `json:"name"`
 	Instruction string `json:"instruction"`
 	Output      string `json:"output"`
-	Model       string `json:"model"`
-	Offline     bool   `json:"offline,omitempty"`
-	Usage       Usage  `json:"usage"`
+	// OutputChars is the length of the whole answer in characters (runes).
+	OutputChars int `json:"output_chars,omitempty"`
+	// OutputTruncated says Output is a preview of message MessageID.
+	OutputTruncated bool   `json:"output_truncated,omitempty"`
+	Model           string `json:"model"`
+	Offline         bool   `json:"offline,omitempty"`
+	Usage           Usage  `json:"usage"`
 	// ToolsUsed lists the tools the worker called in its turn, in order,
 	// each once (delegate included).
 	ToolsUsed []string `json:"tools_used,omitempty"`
 	MessageID string   `json:"message_id,omitempty"`
+}
+
+// OutputPreviewChars bounds the preview of an answer kept in workflow state.
+const OutputPreviewChars = 200
+
+// WithPreview returns o with Output cut to a preview when it is longer than
+// OutputPreviewChars and stored as a message (MessageID set); a short answer,
+// or one with no message to read it back from, is kept whole.
+func (o WorkerOutput) WithPreview() WorkerOutput {
+	r := []rune(o.Output)
+	o.OutputChars = len(r)
+	if o.MessageID != "" && len(r) > OutputPreviewChars {
+		o.Output, o.OutputTruncated = string(r[:OutputPreviewChars])+"…", true
+	}
+	return o
 }
 
 // ErrorInfo is one error of a run's results (spec 001 §4).
@@ -198,13 +226,18 @@ type RunResult struct {
 
 // TeamInput starts a TeamWorkflow: one team turn.
 type TeamInput struct {
-	RunID         string       `json:"run_id"`
-	RootAgentID   string       `json:"root_agent_id"` // the global supervisor's, heads every path
-	Turn          int          `json:"turn"`
-	Task          string       `json:"task"`
-	Team          Team         `json:"team"`
-	Instruction   string       `json:"instruction"`
-	PriorTeams    []TeamOutput `json:"prior_teams,omitempty"` // with enable_context_sharing
+	RunID       string `json:"run_id"`
+	RootAgentID string `json:"root_agent_id"` // the global supervisor's, heads every path
+	Turn        int    `json:"turn"`
+	Task        string `json:"task"`
+	Team        Team   `json:"team"`
+	Instruction string `json:"instruction"`
+	// PriorContext is what the turn's agents see of earlier teams, by
+	// reference and bounded (see RunOptions.ContextTotalChars).
+	PriorContext []ContextItem `json:"prior_context,omitempty"`
+	// PriorTeams is the same as whole outputs, as runs started before
+	// PriorContext passed it; only read when PriorContext is empty.
+	PriorTeams    []TeamOutput `json:"prior_teams,omitempty"`
 	MaxIterations int          `json:"max_iterations"`
 	Options       RunOptions   `json:"options"`
 }
@@ -240,10 +273,111 @@ type Option struct {
 	Description string `json:"description"`
 }
 
-// ContextItem is an earlier output shown to an agent.
+// ContextItem is an earlier output shown to an agent. Workflows pass
+// outputs by reference (Refs); the activity that builds the prompt reads
+// the truncated ones from the database and joins them into Content, so an
+// activity's input does not carry whole answers.
 type ContextItem struct {
-	From    string `json:"from"`
-	Content string `json:"content"`
+	From    string      `json:"from"`
+	Content string      `json:"content,omitempty"`
+	Refs    []OutputRef `json:"refs,omitempty"`
+}
+
+// OutputRef points at one stored answer. Text is the whole answer when it
+// is short, else a preview (Truncated) and the answer is message MessageID.
+// Name, when set, labels the answer in the joined content ("name: text").
+type OutputRef struct {
+	Name      string `json:"name,omitempty"`
+	MessageID string `json:"message_id,omitempty"`
+	Text      string `json:"text"`
+	Truncated bool   `json:"truncated,omitempty"`
+	// Chars is the whole answer's length in characters.
+	Chars int `json:"chars,omitempty"`
+}
+
+// RefTo is the reference to a worker output.
+func RefTo(o WorkerOutput, name string) OutputRef {
+	chars := o.OutputChars
+	if chars == 0 {
+		chars = len([]rune(o.Output))
+	}
+	return OutputRef{Name: name, MessageID: o.MessageID, Text: o.Output, Truncated: o.OutputTruncated, Chars: chars}
+}
+
+// Size is the item's length in characters once resolved.
+func (c ContextItem) Size() int {
+	n := len([]rune(c.Content))
+	for _, r := range c.Refs {
+		n += r.Chars + len(r.Name) + 2
+	}
+	return n
+}
+
+// TruncatedRefs returns the message ids the items' truncated references
+// point at: what must be read to resolve them.
+func TruncatedRefs(items []ContextItem) []string {
+	var ids []string
+	for _, c := range items {
+		for _, r := range c.Refs {
+			if r.Truncated && r.MessageID != "" {
+				ids = append(ids, r.MessageID)
+			}
+		}
+	}
+	return ids
+}
+
+// Resolved returns the item with its references joined into Content
+// ("name: text" blocks separated by blank lines, as TeamOutput.Summary
+// writes them). whole maps message ids to whole answers; a truncated
+// reference missing from it keeps its preview.
+func (c ContextItem) Resolved(whole map[string]string) ContextItem {
+	if len(c.Refs) == 0 {
+		return c
+	}
+	var b strings.Builder
+	b.WriteString(c.Content)
+	for _, r := range c.Refs {
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		text := r.Text
+		if full, ok := whole[r.MessageID]; ok && r.Truncated {
+			text = full
+		}
+		if r.Name != "" {
+			b.WriteString(r.Name)
+			b.WriteString(": ")
+		}
+		b.WriteString(text)
+	}
+	return ContextItem{From: c.From, Content: b.String()}
+}
+
+// HydrateOutputs replaces the truncated outputs of teams with the whole
+// answers in whole (message id → answer), in place.
+func HydrateOutputs(teams []TeamOutput, whole map[string]string) {
+	for i := range teams {
+		for j := range teams[i].Workers {
+			w := &teams[i].Workers[j]
+			if full, ok := whole[w.MessageID]; ok && w.OutputTruncated {
+				w.Output, w.OutputTruncated = full, false
+			}
+		}
+	}
+}
+
+// TruncatedOutputs returns the message ids of the truncated outputs of teams.
+func TruncatedOutputs(teams []TeamOutput) []string {
+	var ids []string
+	for _, t := range teams {
+		for _, w := range t.Workers {
+			if w.OutputTruncated && w.MessageID != "" {
+				ids = append(ids, w.MessageID)
+			}
+		}
+	}
+	return ids
 }
 
 // DecideInput asks a supervisor what comes next: dispatch one of Options

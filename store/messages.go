@@ -109,3 +109,39 @@ func MessageFromSource(id, runID, parentID, content string, src models.Source) *
 	}
 	return m
 }
+
+// MessageContents returns the content of the messages ids, by id; ids that
+// are not stored are missing from the map.
+func (s *Store) MessageContents(ctx context.Context, ids []string) (map[string]string, error) {
+	out := make(map[string]string, len(ids))
+	for start := 0; start < len(ids); start += 500 {
+		// Bounded IN lists: SQLite caps bound parameters per statement.
+		chunk := ids[start:min(start+500, len(ids))]
+		var rows []messageRow
+		if err := s.db.WithContext(ctx).Select("id", "content").Where("id IN ?", chunk).Find(&rows).Error; err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			out[r.ID] = r.Content
+		}
+	}
+	return out, nil
+}
+
+// HydrateResult fills in place the whole answers of a result's truncated
+// outputs (workflow state keeps previews; see models.WorkerOutput).
+func (s *Store) HydrateResult(ctx context.Context, r *models.RunResult) error {
+	if r == nil {
+		return nil
+	}
+	ids := models.TruncatedOutputs(r.Teams)
+	if len(ids) == 0 {
+		return nil
+	}
+	whole, err := s.MessageContents(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("read outputs: %w", err)
+	}
+	models.HydrateOutputs(r.Teams, whole)
+	return nil
+}

@@ -90,6 +90,27 @@ func storeContext(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// Change ids of workflow.GetVersion: runs that started before a change
+// replay the code they ran.
+const (
+	// changeStatusLocalActivity: run status writes are local activities
+	// (they were activities).
+	changeStatusLocalActivity = "status-local-activity"
+)
+
+// storeLocalContext sets the options of a database write made as a local
+// activity: retried until it succeeds, as storeContext's activities are.
+func storeLocalContext(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    500 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    10 * time.Second,
+		},
+	})
+}
+
 func agentSummary(team string, agent models.Agent, o models.RunOptions) string {
 	model := agent.Model
 	if model == "" {

@@ -140,6 +140,10 @@ func (w *runWorkflow) continueAsNewIfLong(ctx workflow.Context) error {
 	// The carried state must stay small (it is the next execution's
 	// input): stored events stay behind, queries read them from the database.
 	w.state.Log.MarkPersisted(w.state.Log.Persisted, 0)
+	// Every batch of every finished activity has been applied (an activity
+	// returns only once its batches are delivered), and the next execution's
+	// producers carry its own Temporal run id: the map would only grow.
+	w.state.Log.Producers = nil
 	w.state.Generation++
 	next := w.in
 	next.State = w.state
@@ -186,7 +190,7 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 		Source:      gs,
 		Task:        w.in.Task,
 		Instruction: w.in.Task,
-		Context:     teamContext(completedTeams(s.Teams)),
+		Context:     bounded(teamItems(completedTeams(s.Teams)), w.in.Options),
 		RunOptions:  w.in.Options,
 		NoTools:     true,
 		MessageID:   newMessageID(ctx),
@@ -265,7 +269,7 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 			Task:        w.in.Task,
 			Options:     options,
 			Completed:   s.CompletedTeams,
-			Context:     teamContext(completedTeams(s.Teams)),
+			Context:     bounded(teamItems(completedTeams(s.Teams)), w.in.Options),
 			AllowFinish: len(s.CompletedTeams) > 0,
 			Iteration:   s.Iteration,
 			RunOptions:  w.in.Options,
@@ -381,7 +385,7 @@ func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruc
 		Instruction:   instruction,
 		MaxIterations: w.hier.MaxIterations,
 		Options:       w.in.Options,
-		PriorTeams:    w.contextFor(team.Name),
+		PriorContext:  bounded(teamItems(w.contextFor(team.Name)), w.in.Options),
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:          models.TeamWorkflowID(w.in.RunID, s.Turns),
@@ -587,6 +591,11 @@ func (w *runWorkflow) setStatus(ctx workflow.Context, u models.RunStatusUpdate) 
 		}
 	}
 	w.describe(ctx)
+	if workflow.GetVersion(ctx, changeStatusLocalActivity, workflow.DefaultVersion, 1) == 1 {
+		// A local activity: the write runs inside the workflow task that
+		// decides it, with no round trip through the task queue.
+		return w.await(ctx, workflow.ExecuteLocalActivity(storeLocalContext(ctx), a.SetRunStatus, u), nil)
+	}
 	return w.await(ctx, workflow.ExecuteActivity(storeContext(ctx), a.SetRunStatus, u), nil)
 }
 
@@ -748,14 +757,6 @@ func teamDescription(t models.Team) string {
 		desc = firstLine(t.Supervisor.SystemPrompt)
 	}
 	return desc + " Workers: " + strings.Join(names, ", ")
-}
-
-func teamContext(teams []models.TeamOutput) []models.ContextItem {
-	items := make([]models.ContextItem, 0, len(teams))
-	for _, t := range teams {
-		items = append(items, models.ContextItem{From: "team " + t.TeamName, Content: t.Summary()})
-	}
-	return items
 }
 
 func findTeam(h *models.Hierarchy, name string) *models.Team {

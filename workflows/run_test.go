@@ -280,7 +280,8 @@ func TestContextSharingFlags(t *testing.T) {
 
 func hasContext(in models.RespondInput, from, content string) bool {
 	for _, c := range in.Context {
-		if c.From == from && strings.Contains(c.Content, content) {
+		// Short outputs travel whole in their references.
+		if c.From == from && strings.Contains(c.Resolved(nil).Content, content) {
 			return true
 		}
 	}
@@ -571,5 +572,57 @@ func TestTimeoutKeepsPartialResults(t *testing.T) {
 	if r := last.Result; r == nil || len(r.Teams) != 2 || r.Teams[0].Status != "completed" || r.Teams[0].Workers[0].Output != "output of searcher" ||
 		r.Teams[1].Status != "failed" || r.Errors[len(r.Errors)-1].ErrorCode != "EXECUTION_TIMEOUT" {
 		t.Errorf("partial result = %+v", r)
+	}
+}
+
+// Long answers stay out of the run's state and of later activities' inputs:
+// the workflow keeps a preview and passes a reference to the stored message.
+func TestLongOutputsTravelByReference(t *testing.T) {
+	long := strings.Repeat("finding ", 1000)
+	f := &fakeActivities{decisions: map[string][]models.Decision{
+		"gs":   {dispatch("research", "go"), dispatch("writing", "go")},
+		"ts-r": {dispatch("searcher", "1")},
+		"ts-w": {dispatch("writer", "2")},
+	}}
+	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		return &models.RespondResult{Output: long, Model: "m"}, nil
+	}
+	h := testHierarchy()
+	h.EnableContextSharing = true
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(h))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res models.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	for _, team := range res.Teams {
+		for _, w := range team.Workers {
+			if !w.OutputTruncated || w.MessageID == "" || w.OutputChars != len(long) || len(w.Output) > models.OutputPreviewChars+3 {
+				t.Errorf("worker %s in the result: truncated=%v message=%q chars=%d preview %d bytes; want a preview of a %d-character answer",
+					w.Name, w.OutputTruncated, w.MessageID, w.OutputChars, len(w.Output), len(long))
+			}
+		}
+	}
+	// The second global decision and the writer see the research team's
+	// answer by reference only.
+	var refs int
+	for _, in := range append([]models.ContextItem{}, f.decides[len(f.decides)-1].Context...) {
+		for _, r := range in.Refs {
+			if strings.Contains(r.Text, long) || !r.Truncated || r.MessageID == "" {
+				t.Errorf("decision context ref %+v carries the answer or no reference", r)
+			}
+			refs++
+		}
+	}
+	for _, r := range f.responds {
+		if r.Agent.AgentID == "w-writer" && len(models.TruncatedRefs(r.Context)) != 1 {
+			t.Errorf("writer context = %+v, want one truncated reference to the searcher's answer", r.Context)
+		}
+	}
+	if refs == 0 {
+		t.Error("the last global decision saw no earlier output")
 	}
 }

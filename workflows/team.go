@@ -33,6 +33,10 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 	if limit <= 0 {
 		limit = in.MaxIterations
 	}
+	prior := in.PriorContext
+	if len(prior) == 0 && len(in.PriorTeams) > 0 {
+		prior = teamItems(in.PriorTeams) // a run started before PriorContext
+	}
 	finished := false
 	for s.Iteration < limit {
 		options := availableWorkers(team, s.Dispatched)
@@ -51,7 +55,7 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 			Instruction: in.Instruction,
 			Options:     options,
 			Completed:   s.Dispatched,
-			Context:     append(teamContext(in.PriorTeams), workerContext(s.Outputs)...),
+			Context:     bounded(concat(prior, workerItems(s.Outputs)), in.Options),
 			AllowFinish: len(s.Outputs) > 0,
 			Iteration:   s.Iteration,
 			RunOptions:  in.Options,
@@ -78,11 +82,11 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 		worker := findWorker(team, d.Target)
 		turn := &agentTurn{
 			RunID: in.RunID, Agent: *worker, Source: models.WorkerSource(root, team, worker), Task: in.Task,
-			Instruction: d.Instruction, Context: teamContext(in.PriorTeams), Purpose: models.PurposeWorker,
+			Instruction: d.Instruction, Context: bounded(prior, in.Options), Purpose: models.PurposeWorker,
 			MessageID: newMessageID(ctx), Options: in.Options, Events: &s.Events,
 		}
 		if team.ShareContext {
-			turn.Context = append(turn.Context, workerContext(s.Outputs)...)
+			turn.Context = bounded(concat(prior, workerItems(s.Outputs)), in.Options)
 		}
 		tr, err := turn.run(ctx)
 		if err != nil {
@@ -90,11 +94,13 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 		}
 		s.Warnings = append(s.Warnings, tr.Warnings...)
 		res := tr.Answer
+		// The whole answer is stored as message MessageID (by Respond); the
+		// turn keeps a preview, so its state and result stay small.
 		s.Outputs = append(s.Outputs, models.WorkerOutput{
 			AgentID: worker.AgentID, Name: worker.Name, Instruction: d.Instruction,
 			Output: res.Output, Model: res.Model, Offline: res.Offline, Usage: tr.Usage,
 			ToolsUsed: tr.ToolsUsed, MessageID: turn.MessageID,
-		})
+		}.WithPreview())
 		if !contains(s.Dispatched, worker.Name) {
 			s.Dispatched = append(s.Dispatched, worker.Name)
 		}
@@ -143,10 +149,7 @@ func findWorker(team *models.Team, name string) *models.Agent {
 	return nil
 }
 
-func workerContext(outputs []models.WorkerOutput) []models.ContextItem {
-	items := make([]models.ContextItem, 0, len(outputs))
-	for _, o := range outputs {
-		items = append(items, models.ContextItem{From: "worker " + o.Name, Content: o.Output})
-	}
-	return items
+// concat returns a new slice holding a then b.
+func concat(a, b []models.ContextItem) []models.ContextItem {
+	return append(append(make([]models.ContextItem, 0, len(a)+len(b)), a...), b...)
 }
