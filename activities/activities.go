@@ -60,7 +60,8 @@ type Activities struct {
 func (a *Activities) SetRunStatus(ctx context.Context, u models.RunStatusUpdate) error {
 	// The workflow's result holds previews of long answers; the stored
 	// result holds them whole.
-	if err := a.Store.HydrateResult(ctx, u.Result); err != nil {
+	var err error
+	if u.Result, err = a.Store.HydrateResult(ctx, u.Result); err != nil {
 		return err
 	}
 	countable := false

@@ -51,9 +51,11 @@ type publisher struct {
 	// attempt (a decision asked again) never merge.
 	tailCall int
 	seq      int
-	wake     chan struct{}
-	done     chan struct{}
-	stopped  chan struct{}
+	// keep stops sending: finish returns what is left instead.
+	keep    bool
+	wake    chan struct{}
+	done    chan struct{}
+	stopped chan struct{}
 }
 
 func (a *Activities) newPublisher(ctx context.Context, runID string) *publisher {
@@ -63,7 +65,9 @@ func (a *Activities) newPublisher(ctx context.Context, runID string) *publisher 
 	}
 	if activity.IsActivity(ctx) {
 		info := activity.GetInfo(ctx)
-		p.producer = fmt.Sprintf("%s/%s/%d", info.WorkflowExecution.ID, info.ActivityID, info.Attempt)
+		// The Temporal run id makes the producer unique across
+		// continue-as-new, where activity ids start again from 1.
+		p.producer = fmt.Sprintf("%s/%s/%s/%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
 		p.attempt = info.Attempt
 	}
 	interval := a.FlushInterval
@@ -99,6 +103,15 @@ func (p *publisher) event(source models.Source, category, action string, data ma
 	}
 }
 
+// emitLast queues events that end the attempt: they go with whatever the
+// attempt sends last (its final batch, or its result; see finish).
+func (p *publisher) emitLast(events ...models.Event) {
+	p.mu.Lock()
+	p.pending = append(p.pending, events...)
+	p.tailCall = 0
+	p.mu.Unlock()
+}
+
 // emit queues events to be sent at once.
 func (p *publisher) emit(events ...models.Event) {
 	p.mu.Lock()
@@ -130,9 +143,18 @@ func (p *publisher) delta(source models.Source, action, text string, extra map[s
 	p.tailCall = call
 	p.mu.Unlock()
 	if first {
-		p.flushSoon()
+		// Shortly, not at once: an answer that is complete within the grace
+		// (a short decision, a fast model) then goes in one batch, or in the
+		// activity's result, rather than costing the run an extra signal
+		// and workflow task, which would also hold back the activity's
+		// completion behind it.
+		time.AfterFunc(firstDeltaGrace, p.flushSoon)
 	}
 }
+
+// firstDeltaGrace is how long a call's first delta waits for more before it
+// is sent.
+const firstDeltaGrace = 5 * time.Millisecond
 
 func (p *publisher) flushSoon() {
 	select {
@@ -152,8 +174,46 @@ func (p *publisher) close() {
 	<-p.stopped
 }
 
+// finish ends a successful attempt. With keep, the events still queued are
+// not signalled but returned, to travel in the activity's result: the
+// workflow that called the activity appends them itself, which saves a
+// signal and a workflow task per call. Batches already under way are
+// delivered first, and the returned batch continues their numbering, so
+// the run's log keeps the attempt's order and applies each batch once.
+// Without keep it is close, and returns nil.
+func (p *publisher) finish(keep bool) *models.EventBatch {
+	if !keep {
+		p.close()
+		return nil
+	}
+	p.mu.Lock()
+	p.keep = true
+	p.mu.Unlock()
+	p.close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.pending) == 0 {
+		return nil
+	}
+	p.seq++
+	batch := &models.EventBatch{Producer: p.producer, Seq: p.seq, Events: p.pending}
+	p.pending = nil
+	if p.a.Metrics != nil {
+		// Delivered with the result rather than by signal.
+		for _, e := range batch.Events {
+			p.a.Metrics.EventPublished(e.Event.Category, e.Event.Action)
+		}
+	}
+	return batch
+}
+
 func (p *publisher) run(ctx context.Context, interval time.Duration) {
 	defer close(p.stopped)
+	// An activity starts after the workflow task that scheduled it, so the
+	// events the workflow appended just before (its own, like
+	// dispatch.team, and those the previous activity returned with its
+	// result) can be read now; nothing else would announce them.
+	p.a.notifyRun(ctx, p.runID)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -172,14 +232,20 @@ func (p *publisher) run(ctx context.Context, interval time.Duration) {
 // returned: an undelivered event must not fail the LLM call that caused it.
 func (p *publisher) flush(ctx context.Context) {
 	p.mu.Lock()
+	if p.keep {
+		p.mu.Unlock()
+		return // finish takes what is left
+	}
 	events := p.pending
-	p.pending, p.tailCall = nil, 0
-	p.mu.Unlock()
 	if len(events) == 0 || p.a.Events == nil {
+		p.mu.Unlock()
 		return
 	}
+	p.pending, p.tailCall = nil, 0
 	p.seq++
-	batch := models.EventBatch{Producer: p.producer, Seq: p.seq, Events: events}
+	seq := p.seq
+	p.mu.Unlock()
+	batch := models.EventBatch{Producer: p.producer, Seq: seq, Events: events}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := p.a.Events.PublishEvents(sctx, p.runID, batch); err != nil {
@@ -187,9 +253,23 @@ func (p *publisher) flush(ctx context.Context) {
 		p.a.logger(ctx).Warn("publish events", "run_id", p.runID, "events", len(events), "error", err)
 		return
 	}
+	// The signal is in the run's history: Temporal answers a query made
+	// now after the workflow task that applies it, so the query sees
+	// these events.
+	p.a.notifyRun(ctx, p.runID)
 	if p.a.Metrics != nil {
 		for _, e := range events {
 			p.a.Metrics.EventPublished(e.Event.Category, e.Event.Action)
 		}
+	}
+}
+
+// notifyRun tells the API's stream pollers that runID has news worth a
+// query; a no-op without a Notifier. Call it only after the news is in the
+// workflow (a signal delivered, an activity started, a status written):
+// the query it causes must find it.
+func (a *Activities) notifyRun(ctx context.Context, runID string) {
+	if a.Notifier != nil {
+		a.Notifier.Notify(ctx, runID)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/notify"
 	"github.com/op-stack/executor/store"
 )
 
@@ -39,15 +40,22 @@ func (q temporalQuerier) QueryEvents(ctx context.Context, workflowID string, eq 
 // StreamOptions tune the event streams. Zero fields take the defaults.
 type StreamOptions struct {
 	// PollInterval is how often a live run's poller queries its workflow
-	// while events are flowing (default 50ms).
+	// while events are flowing (default 50ms), when no Listener wakes it.
+	// With a Listener it is only the first retry delay of a failed query.
 	PollInterval time.Duration
 	// IdlePollInterval is the longest interval the poller backs off to
-	// while the run is quiet (default 500ms).
+	// while the run is quiet (default 500ms), when no Listener wakes it.
 	IdlePollInterval time.Duration
 	// QuietAfter is how long a run must send nothing before its poller
 	// backs off (default 1s): streaming activities signal every flush
-	// interval, so shorter gaps are part of a live answer.
+	// interval, so shorter gaps are part of a live answer. Without a
+	// Listener only.
 	QuietAfter time.Duration
+	// SafetyPollInterval is how often a poller that a Listener wakes
+	// queries anyway when it hears nothing (default 1s): it bounds the
+	// delay of events nobody announced (a lost notification, events the
+	// workflow appends itself between activities).
+	SafetyPollInterval time.Duration
 	// KeepAlive is the interval of the keep-alive comment on an idle stream
 	// (default 15s), so proxies do not close a quiet connection.
 	KeepAlive time.Duration
@@ -69,6 +77,9 @@ func (o StreamOptions) withDefaults() StreamOptions {
 	if o.IdlePollInterval < o.PollInterval {
 		o.IdlePollInterval = o.PollInterval
 	}
+	if o.SafetyPollInterval <= 0 {
+		o.SafetyPollInterval = time.Second
+	}
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = 15 * time.Second
 	}
@@ -83,6 +94,10 @@ type StreamStats struct {
 	// Queries is the number of workflow event queries made for streams
 	// since the server was built.
 	Queries int64
+	// Wakeups is the number of pollers' queries that a notification
+	// caused (with a Listener): the rest are first, paging, retry and
+	// safety queries.
+	Wakeups int64
 	// Pollers is the number of pollers running now: at most one per live
 	// run that has subscribers.
 	Pollers int64
@@ -93,7 +108,7 @@ type StreamStats struct {
 // StreamStats returns the event streams' counters.
 func (s *Server) StreamStats() StreamStats {
 	h := s.streams
-	return StreamStats{Queries: h.queries.Load(), Pollers: h.pollers.Load(), Subscribers: h.subscribers.Load()}
+	return StreamStats{Queries: h.queries.Load(), Wakeups: h.wakeups.Load(), Pollers: h.pollers.Load(), Subscribers: h.subscribers.Load()}
 }
 
 const (
@@ -116,13 +131,15 @@ const (
 // hub shares one poller per live run among all of the run's subscribers in
 // this process, and tracks the open streams for CloseStreams.
 type hub struct {
-	store   *store.Store
-	runs    *Runs
-	querier EventQuerier
-	opts    StreamOptions
-	log     *slog.Logger
+	store    *store.Store
+	runs     *Runs
+	querier  EventQuerier
+	listener notify.Listener // nil: pollers poll on their timer alone
+	opts     StreamOptions
+	log      *slog.Logger
 
 	queries     atomic.Int64
+	wakeups     atomic.Int64
 	pollers     atomic.Int64
 	subscribers atomic.Int64
 
@@ -135,7 +152,7 @@ type hub struct {
 
 func newHub(opts Options, log *slog.Logger) *hub {
 	h := &hub{
-		store: opts.Store, runs: opts.Runs, querier: opts.EventQuerier, opts: opts.Stream.withDefaults(), log: log,
+		store: opts.Store, runs: opts.Runs, querier: opts.EventQuerier, listener: opts.Listener, opts: opts.Stream.withDefaults(), log: log,
 		feeds: map[string]*feed{}, conns: map[*sseConn]struct{}{}, closing: make(chan struct{}),
 	}
 	if h.querier == nil && opts.Runs != nil && opts.Runs.Temporal != nil {
@@ -374,23 +391,53 @@ func (f *feed) markEnded() {
 	}
 }
 
-// poll is the feed's poller: it queries the workflow every PollInterval
-// while events flow, doubles the interval up to IdlePollInterval once the
-// run has been quiet for QuietAfter, pages through More at once, and
-// retries errors with backoff. It returns once the run's end is in the
-// feed or ctx is done.
+// poll is the feed's poller. It returns once the run's end is in the feed
+// or ctx is done. It pages through More at once and retries errors with
+// backoff. Between queries:
+//
+//   - with a Listener, it waits for the run's next wake-up, at most
+//     SafetyPollInterval. A wake-up that arrives during a query is kept by
+//     the subscription (one pending at most), so the query that follows
+//     covers every notification sent before it began: news is never
+//     missed, and a burst of notifications costs one query.
+//   - without one, it queries every PollInterval while events flow and
+//     doubles the interval up to IdlePollInterval once the run has been
+//     quiet for QuietAfter.
 func (f *feed) poll(ctx context.Context) {
 	h := f.hub
 	defer h.pollers.Add(-1)
+	var wake <-chan struct{}
+	if h.listener != nil {
+		// Subscribed before the first query, so news from then on wakes
+		// a query that comes after it.
+		ch, cancel := h.listener.Subscribe(f.runID)
+		defer cancel()
+		wake = ch
+	}
 	interval, failures := h.opts.PollInterval, 0
 	lastCheck, lastProgress := time.Now(), time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
+		// While queries fail, news waits for the backoff: it does not make
+		// the next query more likely to succeed.
+		woken := wake
+		if failures > 0 {
+			woken = nil
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		case <-woken:
+			h.wakeups.Add(1)
+		}
+		if wake != nil {
+			// The query below covers a wake-up that is pending now.
+			select {
+			case <-wake:
+			default:
+			}
 		}
 		more, progressed, err := f.pollOnce(ctx)
 		if f.isEnded() || ctx.Err() != nil {
@@ -409,6 +456,12 @@ func (f *feed) poll(ctx context.Context) {
 		case more && progressed:
 			failures, interval, delay = 0, h.opts.PollInterval, 0
 			lastProgress = time.Now()
+		case wake != nil && more:
+			// The feed was rewound past a stale resume point: read the
+			// real tail soon, as without a Listener.
+			failures, delay = 0, h.opts.PollInterval
+		case wake != nil:
+			failures, delay = 0, h.opts.SafetyPollInterval
 		case progressed:
 			failures, interval = 0, h.opts.PollInterval
 			delay = interval

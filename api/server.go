@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/notify"
 	"github.com/op-stack/executor/store"
 	"github.com/op-stack/executor/telemetry"
 )
@@ -29,6 +30,12 @@ type Options struct {
 	// EventQuerier reads live runs' events from their workflows; nil uses
 	// Runs.Temporal. Tests set a fake here.
 	EventQuerier EventQuerier
+	// Listener wakes a live run's poller when the run has news
+	// (notify.Broker, fed by this process's activities or by a
+	// notify.PostgresListener), so that it queries then and otherwise only
+	// every Stream.SafetyPollInterval. Nil: pollers query on their timer
+	// (Stream.PollInterval, backing off to Stream.IdlePollInterval).
+	Listener notify.Listener
 	// Tools validates the tool keys that sub-agents and workers list; nil
 	// knows no tool, so any key is refused. The tools package's *Registry
 	// fits here.
@@ -87,7 +94,7 @@ func NewServer(opts Options) *Server {
 	}
 	opts.Metrics.ObserveStreams(func() telemetry.StreamCounts {
 		st := s.StreamStats()
-		return telemetry.StreamCounts{Subscribers: st.Subscribers, Pollers: st.Pollers, Queries: st.Queries}
+		return telemetry.StreamCounts{Subscribers: st.Subscribers, Pollers: st.Pollers, Queries: st.Queries, Wakeups: st.Wakeups}
 	})
 	r := s.router
 	r.HandleMethodNotAllowed = true

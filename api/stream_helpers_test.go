@@ -21,6 +21,7 @@ import (
 
 	"github.com/op-stack/executor/api"
 	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/notify"
 	"github.com/op-stack/executor/store"
 )
 
@@ -39,6 +40,7 @@ type fakeWorkflows struct {
 	runs    map[string]*fakeRun // by workflow ID
 	failing int                 // the next this many queries fail
 
+	delay       atomic.Int64 // each query takes this long (a time.Duration)
 	queries     atomic.Int64
 	inFlight    atomic.Int64
 	maxInFlight atomic.Int64
@@ -58,6 +60,9 @@ func (f *fakeWorkflows) QueryEvents(ctx context.Context, workflowID string, q mo
 	f.queries.Add(1)
 	n := f.inFlight.Add(1)
 	defer f.inFlight.Add(-1)
+	if d := time.Duration(f.delay.Load()); d > 0 {
+		time.Sleep(d)
+	}
 	for {
 		m := f.maxInFlight.Load()
 		if n <= m || f.maxInFlight.CompareAndSwap(m, n) {
@@ -205,6 +210,13 @@ type streamEnv struct {
 
 func newStreamEnv(t *testing.T, st *store.Store, stream api.StreamOptions) *streamEnv {
 	t.Helper()
+	return newListeningStreamEnv(t, st, stream, nil)
+}
+
+// newListeningStreamEnv is newStreamEnv whose pollers are woken by l (nil:
+// they poll on their timer).
+func newListeningStreamEnv(t *testing.T, st *store.Store, stream api.StreamOptions, l notify.Listener) *streamEnv {
+	t.Helper()
 	if stream.PollInterval == 0 {
 		stream.PollInterval = 2 * time.Millisecond
 	}
@@ -214,7 +226,7 @@ func newStreamEnv(t *testing.T, st *store.Store, stream api.StreamOptions) *stre
 	fake := newFakeWorkflows()
 	srv := api.NewServer(api.Options{
 		Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Runs: &api.Runs{Store: st}, EventQuerier: fake, Stream: stream,
+		Runs: &api.Runs{Store: st}, EventQuerier: fake, Stream: stream, Listener: l,
 	})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)

@@ -20,6 +20,7 @@ import (
 	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/notify"
 	"github.com/op-stack/executor/store"
 	"github.com/op-stack/executor/telemetry"
 	"github.com/op-stack/executor/tools"
@@ -36,6 +37,7 @@ func RunOptions(cfg config.Config) models.RunOptions {
 		RetryMax:           cfg.LLMRetryMax,
 		DefaultModel:       cfg.LLMDefaultModel,
 		ContextCharLimit:   cfg.ContextCharLimit,
+		ContextTotalChars:  cfg.ContextTotalChars,
 		ContinueAsNewAfter: cfg.ContinueAsNewAfter,
 	}
 }
@@ -102,6 +104,7 @@ type options struct {
 	metrics        *telemetry.Metrics
 	metricsHandler http.Handler
 	tracer         trace.TracerProvider
+	notifications  *Notifications
 }
 
 func collect(opts []Option) options {
@@ -146,6 +149,9 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 		FlushInterval:     cfg.EventFlushInterval,
 		Metrics:           o.metrics,
 	}
+	if o.notifications != nil {
+		acts.Notifier = o.notifications.Notifier
+	}
 	return worker.New(tc, acts, worker.Options{TaskQueue: cfg.TaskQueue, StopTimeout: DrainTimeout(cfg.ShutdownTimeout)})
 }
 
@@ -162,6 +168,10 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 	if tc != nil {
 		health = api.TemporalHealth(tc)
 	}
+	var listener notify.Listener
+	if o.notifications != nil {
+		listener = o.notifications.Listener
+	}
 	return api.NewServer(api.Options{
 		Store:        st,
 		Logger:       log,
@@ -169,10 +179,12 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 		Tools:        NewTools(cfg),
 		Runs:         runs,
 		Stream: api.StreamOptions{
-			PollInterval:     cfg.SSEPollInterval,
-			IdlePollInterval: cfg.SSEIdlePollInterval,
-			KeepAlive:        cfg.SSEKeepAlive,
+			PollInterval:       cfg.SSEPollInterval,
+			IdlePollInterval:   cfg.SSEIdlePollInterval,
+			SafetyPollInterval: cfg.SSESafetyPollInterval,
+			KeepAlive:          cfg.SSEKeepAlive,
 		},
+		Listener:       listener,
 		Metrics:        o.metrics,
 		MetricsHandler: o.metricsHandler,
 		Health:         health,

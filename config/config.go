@@ -66,6 +66,7 @@ type Config struct {
 	LLMRetryInitial     time.Duration
 	LLMRetryMax         time.Duration
 	ContextCharLimit    int
+	ContextTotalChars   int
 	ContinueAsNewAfter  int
 
 	// Built-in tools.
@@ -79,7 +80,21 @@ type Config struct {
 	SSEPollInterval     time.Duration
 	SSEIdlePollInterval time.Duration
 	SSEKeepAlive        time.Duration
+	// SSENotify is auto, local or off (see SSE_NOTIFY).
+	SSENotify             string
+	SSESafetyPollInterval time.Duration
 }
+
+// SSE_NOTIFY values.
+const (
+	// NotifyAuto: in-process notifications when one process runs the
+	// worker and the API, plus PostgreSQL LISTEN/NOTIFY on PostgreSQL.
+	NotifyAuto = "auto"
+	// NotifyLocal: in-process notifications only.
+	NotifyLocal = "local"
+	// NotifyOff: no notifications; the API polls.
+	NotifyOff = "off"
+)
 
 // MetricsOff is the METRICS_ADDR value that turns /metrics off.
 const MetricsOff = "off"
@@ -155,10 +170,20 @@ var vars = []Var{
 	{"TOOLS_HTTP_MAX_BYTES", "1048576", "Largest response body `http_get` returns; longer ones are cut.", intVar(func(c *Config, n int) { c.ToolsHTTPMaxBytes = n })},
 	{"TOOLS_HTTP_TIMEOUT", "10s", "Time limit of one `http_get` request.", durationVar(func(c *Config, d time.Duration) { c.ToolsHTTPTimeout = d })},
 	{"EVENT_FLUSH_INTERVAL", "200ms", "Longest an activity holds streamed deltas before signalling them to the run's workflow (the first delta of a call goes at once).", durationVar(func(c *Config, d time.Duration) { c.EventFlushInterval = d })},
-	{"SSE_POLL_INTERVAL", "50ms", "How often the API's poller of a live run queries its workflow for new events while events are flowing.", durationVar(func(c *Config, d time.Duration) { c.SSEPollInterval = d })},
-	{"SSE_IDLE_POLL_INTERVAL", "500ms", "The poller's interval once a run has been quiet for a while.", durationVar(func(c *Config, d time.Duration) { c.SSEIdlePollInterval = d })},
+	{"SSE_NOTIFY", NotifyAuto, "How the API's poller of a live run learns that the run has new events. `auto`: a process that runs both the worker and the API (`serve -role all`, `executor dev`) is notified in process; on PostgreSQL (`DATABASE_URL`) workers also send `NOTIFY executor_events` and API processes `LISTEN` on a connection of their own. `local`: in process only. `off`: no notifications. A poller without notifications polls (`SSE_POLL_INTERVAL`).", func(c *Config, v string) error {
+		switch v = strings.ToLower(strings.TrimSpace(v)); v {
+		case NotifyAuto, NotifyLocal, NotifyOff:
+			c.SSENotify = v
+			return nil
+		}
+		return fmt.Errorf("want auto, local or off, got %q", v)
+	}},
+	{"SSE_SAFETY_POLL_INTERVAL", "1s", "With notifications, how often a live run's poller queries its workflow when it is not notified: the longest an event nobody announced waits.", durationVar(func(c *Config, d time.Duration) { c.SSESafetyPollInterval = d })},
+	{"SSE_POLL_INTERVAL", "50ms", "Without notifications (see `SSE_NOTIFY`), how often the API's poller of a live run queries its workflow for new events while events are flowing.", durationVar(func(c *Config, d time.Duration) { c.SSEPollInterval = d })},
+	{"SSE_IDLE_POLL_INTERVAL", "500ms", "Without notifications, the poller's interval once a run has been quiet for a while.", durationVar(func(c *Config, d time.Duration) { c.SSEIdlePollInterval = d })},
 	{"SSE_KEEPALIVE", "15s", "Interval of the keep-alive comment on an idle event stream.", durationVar(func(c *Config, d time.Duration) { c.SSEKeepAlive = d })},
 	{"CONTEXT_CHAR_LIMIT", "8000", "Longest earlier output (in characters) put into a later agent's prompt.", intVar(func(c *Config, n int) { c.ContextCharLimit = n })},
+	{"CONTEXT_TOTAL_CHAR_LIMIT", "32000", "Most characters of earlier outputs put into one prompt together: the newest outputs are kept, older ones are left out (the prompt says how many).", intVar(func(c *Config, n int) { c.ContextTotalChars = n })},
 }
 
 // Vars lists every environment variable the service reads.

@@ -114,6 +114,7 @@ type testEnv struct {
 	t        testing.TB
 	cfg      config.Config
 	store    *store.Store
+	notes    *app.Notifications
 	dbURL    string // PostgreSQL URL of store, "" on SQLite
 	dataDir  string // SQLite directory of store
 	fake     *llmfake.Server
@@ -183,6 +184,14 @@ func newEnv(t testing.TB, rules []llmfake.Rule, opts ...envOption) *testEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.temporal.Close)
+	// As `serve -role all` wires them: the worker's activities wake the
+	// API's stream pollers (in process, and through PostgreSQL when the
+	// store is PostgreSQL, which a worker process of the test reaches too).
+	e.notes, err = app.NewNotifications(context.Background(), e.cfg, quietLog, e.store, !o.noWorker, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.notes.Close)
 	if !o.noWorker {
 		e.startWorker()
 	}
@@ -190,7 +199,7 @@ func newEnv(t testing.TB, rules []llmfake.Rule, opts ...envOption) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.api = app.NewAPI(e.cfg, quietLog, e.store, e.temporal, router)
+	e.api = app.NewAPI(e.cfg, quietLog, e.store, e.temporal, router, app.WithNotifications(e.notes))
 	srv := httptest.NewServer(e.api.Handler())
 	t.Cleanup(srv.Close)
 	e.apiURL = srv.URL + "/api/executor/v1"
@@ -204,7 +213,7 @@ func (e *testEnv) startWorker() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	w := app.NewWorker(e.cfg, quietLog, e.store, e.temporal, router)
+	w := app.NewWorker(e.cfg, quietLog, e.store, e.temporal, router, app.WithNotifications(e.notes))
 	if err := w.Start(); err != nil {
 		e.t.Fatal(err)
 	}

@@ -181,6 +181,7 @@ type StreamCounts struct {
 	Subscribers int64 // event streams open now
 	Pollers     int64 // live-run pollers running now
 	Queries     int64 // workflow event queries made so far
+	Wakeups     int64 // queries made because a run's poller was notified
 }
 
 // ObserveStreams makes the SSE metrics read source at every scrape. The
@@ -196,8 +197,8 @@ func (m *Metrics) ObserveStreams(source func() StreamCounts) {
 // streamCollector exports StreamCounts; it exports nothing until a source
 // is set, so a worker-only process shows no stream series.
 type streamCollector struct {
-	source                        atomic.Pointer[func() StreamCounts]
-	subscribers, pollers, queries *prometheus.Desc
+	source                                 atomic.Pointer[func() StreamCounts]
+	subscribers, pollers, queries, wakeups *prometheus.Desc
 }
 
 func newStreamCollector() *streamCollector {
@@ -205,6 +206,7 @@ func newStreamCollector() *streamCollector {
 		subscribers: prometheus.NewDesc(Namespace+"_sse_subscribers", "Event streams (SSE) open now.", nil, nil),
 		pollers:     prometheus.NewDesc(Namespace+"_sse_pollers", "Pollers running now: at most one per live run with subscribers in this process.", nil, nil),
 		queries:     prometheus.NewDesc(Namespace+"_sse_workflow_queries_total", "Workflow event queries made by the pollers.", nil, nil),
+		wakeups:     prometheus.NewDesc(Namespace+"_sse_wakeups_total", "Pollers' queries made because the run was notified (SSE_NOTIFY).", nil, nil),
 	}
 }
 
@@ -212,6 +214,7 @@ func (c *streamCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.subscribers
 	ch <- c.pollers
 	ch <- c.queries
+	ch <- c.wakeups
 }
 
 func (c *streamCollector) Collect(ch chan<- prometheus.Metric) {
@@ -223,4 +226,5 @@ func (c *streamCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.subscribers, prometheus.GaugeValue, float64(s.Subscribers))
 	ch <- prometheus.MustNewConstMetric(c.pollers, prometheus.GaugeValue, float64(s.Pollers))
 	ch <- prometheus.MustNewConstMetric(c.queries, prometheus.CounterValue, float64(s.Queries))
+	ch <- prometheus.MustNewConstMetric(c.wakeups, prometheus.CounterValue, float64(s.Wakeups))
 }

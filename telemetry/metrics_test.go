@@ -77,7 +77,9 @@ func TestStreamGaugesReadTheirSource(t *testing.T) {
 		t.Fatalf("without a source the stream collector exports %d series, want none", n)
 	}
 	subscribers := int64(3)
-	m.ObserveStreams(func() StreamCounts { return StreamCounts{Subscribers: subscribers, Pollers: 1, Queries: 42} })
+	m.ObserveStreams(func() StreamCounts {
+		return StreamCounts{Subscribers: subscribers, Pollers: 1, Queries: 42, Wakeups: 7}
+	})
 	want := `
 # HELP executor_sse_pollers Pollers running now: at most one per live run with subscribers in this process.
 # TYPE executor_sse_pollers gauge
@@ -88,8 +90,11 @@ executor_sse_subscribers 3
 # HELP executor_sse_workflow_queries_total Workflow event queries made by the pollers.
 # TYPE executor_sse_workflow_queries_total counter
 executor_sse_workflow_queries_total 42
+# HELP executor_sse_wakeups_total Pollers' queries made because the run was notified (SSE_NOTIFY).
+# TYPE executor_sse_wakeups_total counter
+executor_sse_wakeups_total 7
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "executor_sse_subscribers", "executor_sse_pollers", "executor_sse_workflow_queries_total"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "executor_sse_subscribers", "executor_sse_pollers", "executor_sse_workflow_queries_total", "executor_sse_wakeups_total"); err != nil {
 		t.Fatal(err)
 	}
 	subscribers = 0

@@ -157,7 +157,15 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) err
 	if metricsOnAPI {
 		apiMetrics = tel.MetricsHandler()
 	}
-	opts := []app.Option{app.WithMetrics(tel.Metrics, apiMetrics), app.WithTracing(tel.Tracing())}
+	// Before the worker starts, so that its activities' first events are
+	// announced; closed after the API has stopped (defers run in reverse).
+	notes, err := app.NewNotifications(ctx, cfg, log, st, r.worker, r.api)
+	if err != nil {
+		return fmt.Errorf("SSE_NOTIFY: %w", err)
+	}
+	defer notes.Close()
+	log.Info("event notifications", "mode", notes.Mode())
+	opts := []app.Option{app.WithMetrics(tel.Metrics, apiMetrics), app.WithTracing(tel.Tracing()), app.WithNotifications(notes)}
 
 	errc := make(chan error, 3)
 	var parts running
