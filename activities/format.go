@@ -52,10 +52,11 @@ func (a *Activities) FormatResults(ctx context.Context, in models.FormatInput) (
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrFormatInvalidTemplate, nil)
 	}
 	if a.Store != nil {
-		hydrated := &models.RunResult{Teams: in.Teams}
-		if err := a.Store.HydrateResult(ctx, hydrated); err != nil {
+		hydrated, err := a.Store.HydrateResult(ctx, &models.RunResult{Teams: in.Teams})
+		if err != nil {
 			return nil, err
 		}
+		in.Teams = hydrated.Teams
 	}
 	ctx, stop := a.heartbeat(ctx)
 	defer stop()

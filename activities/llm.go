@@ -61,6 +61,7 @@ func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models
 		if perr == nil {
 			d.Usage = usage
 			a.publishDecision(ctx, pub, in, d)
+			d.Events = pub.finish(in.ReturnEvents)
 			return &d, nil
 		}
 		if try == maxCorrections {
@@ -70,9 +71,10 @@ func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models
 				in.Source.AgentType, in.Source.AgentName, maxCorrections, perr, d.Action, d.Target)
 			a.runLogger(ctx, in.RunID, in.Source).Warn("decision replaced by a fallback", "warning", d.Warning)
 			if in.Publish {
-				pub.emit(pub.event(in.Source, models.CategorySystem, models.ActionWarning, map[string]any{"message": d.Warning}))
+				pub.emitLast(pub.event(in.Source, models.CategorySystem, models.ActionWarning, map[string]any{"message": d.Warning}))
 			}
 			a.publishDecision(ctx, pub, in, d)
+			d.Events = pub.finish(in.ReturnEvents)
 			return &d, nil
 		}
 		req.Messages = append(req.Messages,
@@ -87,7 +89,7 @@ func (a *Activities) publishDecision(ctx context.Context, pub *publisher, in mod
 		return
 	}
 	kind, data := models.DispatchEvent(in.Source, in.Options, d, in.Iteration)
-	pub.emit(pub.event(in.Source, kind.Category, kind.Action, data))
+	pub.emitLast(pub.event(in.Source, kind.Category, kind.Action, data))
 }
 
 // Respond runs an agent's turn: a worker's answer, or the global
@@ -129,6 +131,7 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 			return nil, err
 		}
 	}
+	res.Events = pub.finish(in.ReturnEvents)
 	return res, nil
 }
 

@@ -86,7 +86,8 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 	// The arguments and result stay out of the log: they are the run's
 	// content, which the event stream carries.
 	a.runLogger(ctx, in.RunID, in.Source).Debug("tool call", "tool", in.Call.Name, "tool_execution_id", in.ExecutionID, "is_error", out.IsError, "duration_ms", out.DurationMs)
-	pub.emit(pub.event(in.Source, models.CategoryLLM, models.ActionToolResult, ToolResultData(in.Call.Name, in.ExecutionID, *out)))
+	pub.emitLast(pub.event(in.Source, models.CategoryLLM, models.ActionToolResult, ToolResultData(in.Call.Name, in.ExecutionID, *out)))
+	out.Events = pub.finish(in.ReturnEvents)
 	return out, nil
 }
 

@@ -521,8 +521,9 @@ func (s *Server) currentResult(ctx context.Context, run *store.Run) *models.RunR
 		var live models.RunResult
 		if err = resp.Get(&live); err == nil {
 			// The workflow holds previews of long answers.
-			if err = s.store.HydrateResult(ctx, &live); err == nil {
-				return &live
+			var whole *models.RunResult
+			if whole, err = s.store.HydrateResult(ctx, &live); err == nil {
+				return whole
 			}
 		}
 	}

@@ -20,25 +20,35 @@ import (
 //
 //	RECORD_HISTORIES=1 go test ./e2e/ -run TestRecordReplayHistories
 //
-// Re-record after a deliberate, versioned workflow change; never to make a
-// failing replay pass.
+// After a deliberate, versioned workflow change, record a new set beside
+// the old ones with a suffix (RECORD_HISTORIES=<suffix>, e.g. "inline"
+// writes testdata/sequential-inline/...): the old set keeps proving that
+// runs started before the change still replay. RECORD_HISTORIES=1
+// re-records the unsuffixed set. Never re-record to make a failing replay
+// pass.
 func TestRecordReplayHistories(t *testing.T) {
-	if os.Getenv("RECORD_HISTORIES") == "" {
-		t.Skip("set RECORD_HISTORIES=1 to record workflows/testdata histories")
+	tag := os.Getenv("RECORD_HISTORIES")
+	if tag == "" {
+		t.Skip("set RECORD_HISTORIES=1 (or a suffix) to record workflows/testdata histories")
 	}
-	dir := filepath.Join("..", "workflows", "testdata")
+	suffix := ""
+	if tag != "1" {
+		suffix = "-" + tag
+	}
+	testdata := filepath.Join("..", "workflows", "testdata")
+	dir := func(kind string) string { return filepath.Join(testdata, kind+suffix) }
 
 	t.Run("sequential", func(t *testing.T) {
 		e := newEnv(t, referenceRules(nil))
 		id := e.startRun(e.createHierarchy(referenceHierarchy()), "record sequential")
 		e.waitRun(id, time.Minute)
-		e.exportRun(t, id, filepath.Join(dir, "sequential"))
+		e.exportRun(t, id, dir("sequential"))
 	})
 	t.Run("failed", func(t *testing.T) {
 		e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-WRITER": {{Status: 401}}}))
 		id := e.startRun(e.createHierarchy(referenceHierarchy()), "record failure")
 		e.waitRun(id, time.Minute)
-		e.exportRun(t, id, filepath.Join(dir, "failed"))
+		e.exportRun(t, id, dir("failed"))
 	})
 	t.Run("cancelled", func(t *testing.T) {
 		e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-SEARCHER": {{Hang: true}}}))
@@ -46,25 +56,25 @@ func TestRecordReplayHistories(t *testing.T) {
 		waitFor(t, 30*time.Second, "the searcher's call", func() bool { return len(callsMatching(e.fake.Calls(), "W-SEARCHER")) > 0 })
 		e.mustPost("/runs/cancel", map[string]any{"id": id}, nil)
 		e.waitRun(id, time.Minute)
-		e.exportRun(t, id, filepath.Join(dir, "cancelled"))
+		e.exportRun(t, id, dir("cancelled"))
 	})
 	t.Run("parallel", func(t *testing.T) {
 		e := newEnv(t, diamondRules())
 		id := e.startRun(e.createHierarchy(diamondHierarchy("parallel")), "record parallel")
 		e.waitRun(id, time.Minute)
-		e.exportRun(t, id, filepath.Join(dir, "parallel"))
+		e.exportRun(t, id, dir("parallel"))
 	})
 	t.Run("tools", func(t *testing.T) {
 		e, id := startToolsRun(t)
 		e.waitRun(id, time.Minute)
-		e.exportRun(t, id, filepath.Join(dir, "tools"))
+		e.exportRun(t, id, dir("tools"))
 	})
 	t.Run("retry", func(t *testing.T) {
 		full := strings.Repeat("complete ", 20)
 		e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-WRITER": {{Content: full, DropAfterChunks: 6}, {Content: full}}}))
 		id := e.startRun(e.createHierarchy(referenceHierarchy()), "record retry")
 		e.waitRun(id, time.Minute)
-		e.exportRun(t, id, filepath.Join(dir, "retry"))
+		e.exportRun(t, id, dir("retry"))
 	})
 }
 

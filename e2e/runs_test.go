@@ -140,9 +140,9 @@ func TestRunCompletes(t *testing.T) {
 		t.Errorf("recorded %d calls with %d tokens; the result says %d tokens", len(recorded), total, v.Result.Usage.TotalTokens)
 	}
 
-	// The run's workflow and its team turns are one tree in Temporal, and
-	// the API key is nowhere in their histories.
-	for _, wid := range []string{models.RunWorkflowID(id), models.TeamWorkflowID(id, 1), models.TeamWorkflowID(id, 2)} {
+	// The run is one workflow (its team turns run inside it), and the API
+	// key is nowhere in its history.
+	for _, wid := range []string{models.RunWorkflowID(id)} {
 		history := historyJSON(t, e.temporal, wid)
 		if history == "" {
 			t.Errorf("no history for %s", wid)

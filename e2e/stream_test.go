@@ -399,6 +399,11 @@ func TestLongRunStaysBounded(t *testing.T) {
 	if n := len(e.fake.Calls()); n != 211 {
 		t.Errorf("%d LLM calls, want 211", n)
 	}
+	// Every call's usage row is kept: activity ids start again from 1 in
+	// each execution, and the rows' ids must not collide across them.
+	if recorded, err := e.store.LLMCalls(ctx, id); err != nil || len(recorded) != 211 {
+		t.Errorf("%d llm_call rows (%v), want one per call: 211", len(recorded), err)
+	}
 
 	// Every execution of the run (continue-as-new chain) and its team turns.
 	resp, err := e.temporal.ListWorkflow(ctx, listRequest(fmt.Sprintf("WorkflowId STARTS_WITH 'run-%s'", id)))

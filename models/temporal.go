@@ -367,6 +367,21 @@ func HydrateOutputs(teams []TeamOutput, whole map[string]string) {
 	}
 }
 
+// CloneTeams returns a copy of teams that shares no slice with it, so that
+// the copy's outputs can be changed (hydrated) without touching the
+// original: a local activity gets the workflow's own values, not copies.
+func CloneTeams(teams []TeamOutput) []TeamOutput {
+	if teams == nil {
+		return nil
+	}
+	out := make([]TeamOutput, len(teams))
+	for i, t := range teams {
+		t.Workers = append([]WorkerOutput(nil), t.Workers...)
+		out[i] = t
+	}
+	return out
+}
+
 // TruncatedOutputs returns the message ids of the truncated outputs of teams.
 func TruncatedOutputs(teams []TeamOutput) []string {
 	var ids []string
@@ -398,6 +413,10 @@ type DecideInput struct {
 	// warning) itself. The run's workflow leaves it off and appends them to
 	// its log directly, which saves a signal per decision.
 	Publish bool `json:"publish"`
+	// ReturnEvents asks for the attempt's last events in the result
+	// (Events) rather than in a final signal: the caller appends them to
+	// the run's log itself.
+	ReturnEvents bool `json:"return_events,omitempty"`
 }
 
 // Decision is a supervisor's validated choice. Target is always one of the
@@ -411,6 +430,9 @@ type Decision struct {
 	// the choice was repaired.
 	Warning string `json:"warning,omitempty"`
 	Usage   Usage  `json:"usage"`
+	// Events are the attempt's last events when the input asked for them
+	// (ReturnEvents); the caller applies them to the run's log.
+	Events *EventBatch `json:"events,omitempty"`
 }
 
 // Purposes of a RespondInput.
@@ -441,6 +463,10 @@ type RespondInput struct {
 	// events. ParentMessageID links a sub-agent's message to its caller's.
 	MessageID       string `json:"message_id,omitempty"`
 	ParentMessageID string `json:"parent_message_id,omitempty"`
+	// ReturnEvents asks for the attempt's last events in the result
+	// (Events) rather than in a final signal: the caller appends them to
+	// the run's log itself.
+	ReturnEvents bool `json:"return_events,omitempty"`
 }
 
 // RespondResult is an agent's answer: final output, or tool calls to run.
@@ -450,6 +476,9 @@ type RespondResult struct {
 	Model     string     `json:"model"`
 	Offline   bool       `json:"offline,omitempty"`
 	Usage     Usage      `json:"usage"`
+	// Events are the attempt's last events when the input asked for them
+	// (ReturnEvents); the caller applies them to the run's log.
+	Events *EventBatch `json:"events,omitempty"`
 }
 
 // ChatMessage is one message of an agent turn's transcript.
@@ -477,6 +506,10 @@ type ToolInput struct {
 	ExecutionID string     `json:"tool_execution_id"`
 	Call        ToolCall   `json:"call"`
 	RunOptions  RunOptions `json:"run_options"`
+	// ReturnEvents asks for the attempt's last events in the result
+	// (Events) rather than in a final signal: the caller appends them to
+	// the run's log itself.
+	ReturnEvents bool `json:"return_events,omitempty"`
 }
 
 // ToolOutput is a tool call's result. A failed tool is a result with
@@ -485,6 +518,9 @@ type ToolOutput struct {
 	Content    string `json:"content"`
 	IsError    bool   `json:"is_error"`
 	DurationMs int64  `json:"duration_ms"`
+	// Events are the attempt's last events when the input asked for them
+	// (ReturnEvents); the caller applies them to the run's log.
+	Events *EventBatch `json:"events,omitempty"`
 }
 
 // SubAgentInput runs a sub-agent on a delegated task, as a child workflow.

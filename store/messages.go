@@ -128,20 +128,24 @@ func (s *Store) MessageContents(ctx context.Context, ids []string) (map[string]s
 	return out, nil
 }
 
-// HydrateResult fills in place the whole answers of a result's truncated
-// outputs (workflow state keeps previews; see models.WorkerOutput).
-func (s *Store) HydrateResult(ctx context.Context, r *models.RunResult) error {
+// HydrateResult returns r with the whole answers of its truncated outputs
+// (workflow state keeps previews; see models.WorkerOutput). r itself is
+// never changed: it may be a workflow's own state, handed to a local
+// activity as it is.
+func (s *Store) HydrateResult(ctx context.Context, r *models.RunResult) (*models.RunResult, error) {
 	if r == nil {
-		return nil
+		return nil, nil
 	}
 	ids := models.TruncatedOutputs(r.Teams)
 	if len(ids) == 0 {
-		return nil
+		return r, nil
 	}
 	whole, err := s.MessageContents(ctx, ids)
 	if err != nil {
-		return fmt.Errorf("read outputs: %w", err)
+		return nil, fmt.Errorf("read outputs: %w", err)
 	}
-	models.HydrateOutputs(r.Teams, whole)
-	return nil
+	out := *r
+	out.Teams = models.CloneTeams(r.Teams)
+	models.HydrateOutputs(out.Teams, whole)
+	return &out, nil
 }

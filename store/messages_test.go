@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/op-stack/executor/models"
@@ -34,6 +35,36 @@ func TestSaveMessageIsIdempotent(t *testing.T) {
 		}
 		if c := tree[0].Children; len(c) != 1 || c[0].ID != "msg_2" || c[0].Depth != 3 || len(c[0].Path) != 4 || c[0].AgentType != "sub_agent" {
 			t.Fatalf("children = %+v", c)
+		}
+	})
+}
+
+// TestHydrateResultLeavesItsInputAlone: a result's previews are replaced
+// by the stored answers in a copy; the input (which may be a workflow's own
+// state, handed to a local activity as it is) keeps its previews.
+func TestHydrateResultLeavesItsInputAlone(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		whole := strings.Repeat("a long answer ", 100)
+		src := models.Source{AgentID: "w-1", AgentType: models.AgentTypeWorker, AgentName: "writer"}
+		if err := st.SaveMessage(ctx, store.MessageFromSource("msg_long", "run-1", "", whole, src)); err != nil {
+			t.Fatal(err)
+		}
+		preview := models.WorkerOutput{Name: "writer", Output: whole, MessageID: "msg_long"}.WithPreview()
+		short := models.WorkerOutput{Name: "editor", Output: "short", MessageID: "msg_short"}.WithPreview()
+		in := &models.RunResult{Teams: []models.TeamOutput{{TeamName: "t", Workers: []models.WorkerOutput{preview, short}}}}
+		out, err := st.HydrateResult(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := out.Teams[0].Workers[0]; got.Output != whole || got.OutputTruncated {
+			t.Errorf("hydrated output = %q (truncated %v), want the stored answer", got.Output, got.OutputTruncated)
+		}
+		if got := out.Teams[0].Workers[1]; got.Output != "short" {
+			t.Errorf("short output = %q", got.Output)
+		}
+		if got := in.Teams[0].Workers[0]; got.Output != preview.Output || !got.OutputTruncated {
+			t.Errorf("the input was changed: %q (truncated %v)", got.Output, got.OutputTruncated)
 		}
 	})
 }

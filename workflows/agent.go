@@ -25,9 +25,24 @@ type runSignaler struct {
 	Seq      int    `json:"seq"`
 }
 
-// emit sends one event and waits until it is delivered, so it precedes
-// whatever the workflow does next.
-func (r *runSignaler) emit(ctx workflow.Context, source models.Source, category, action string, data map[string]any) {
+// eventSink takes the events of a team turn or a sub-agent: by signal to
+// the run's workflow from a child workflow (runSignaler), or straight into
+// the run's log when the turn runs inside the run's workflow (runLogSink).
+type eventSink interface {
+	// emit appends an event the workflow code produces itself.
+	emit(ctx workflow.Context, source models.Source, category, action string, data map[string]any)
+	// returnsEvents says whether activities return their last events in
+	// their results (ReturnEvents), to be given to apply.
+	returnsEvents() bool
+	// apply appends events an activity returned; nil is nothing.
+	apply(batch *models.EventBatch)
+	// name prefixes the workflow IDs of the sub-agents started under it.
+	name() string
+}
+
+// llmEventData completes the data of an llm.* event the workflow produces:
+// spec 000 puts the agent_id, content and attempt on every one.
+func llmEventData(source models.Source, category string, data map[string]any) map[string]any {
 	if category == models.CategoryLLM {
 		data["agent_id"] = source.AgentID
 		if _, ok := data["content"]; !ok {
@@ -35,6 +50,17 @@ func (r *runSignaler) emit(ctx workflow.Context, source models.Source, category,
 		}
 		data["attempt"] = 1
 	}
+	return data
+}
+
+func (r *runSignaler) returnsEvents() bool            { return false }
+func (r *runSignaler) apply(batch *models.EventBatch) {}
+func (r *runSignaler) name() string                   { return r.Producer }
+
+// emit sends one event and waits until it is delivered, so it precedes
+// whatever the workflow does next.
+func (r *runSignaler) emit(ctx workflow.Context, source models.Source, category, action string, data map[string]any) {
+	data = llmEventData(source, category, data)
 	r.Seq++
 	batch := models.EventBatch{Producer: r.Producer, Seq: r.Seq, Events: []models.Event{{
 		RunID:     r.RunID,
@@ -61,7 +87,7 @@ type agentTurn struct {
 	MessageID       string
 	ParentMessageID string
 	Options         models.RunOptions
-	Events          *runSignaler
+	Events          eventSink
 }
 
 // turnResult is a finished turn.
@@ -91,11 +117,13 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 			RunID: t.RunID, Purpose: t.Purpose, Agent: t.Agent, Source: t.Source, Task: t.Task,
 			Instruction: t.Instruction, Context: t.Context, RunOptions: t.Options, Transcript: transcript,
 			NoTools: round > limit, MessageID: t.MessageID, ParentMessageID: t.ParentMessageID,
+			ReturnEvents: t.Events.returnsEvents(),
 		}
 		var answer models.RespondResult
 		if err := workflow.ExecuteActivity(llmContext(ctx, t.Options, summary, t.Agent), a.Respond, in).Get(ctx, &answer); err != nil {
 			return res, err
 		}
+		t.Events.apply(answer.Events)
 		res.Usage = res.Usage.Add(answer.Usage)
 		if len(answer.ToolCalls) == 0 {
 			res.Answer = answer
@@ -143,7 +171,10 @@ func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models
 	var out models.ToolOutput
 	err := workflow.ExecuteActivity(tctx, a.RunTool, models.ToolInput{
 		RunID: t.RunID, Source: t.Source, ExecutionID: execID, Call: call, RunOptions: t.Options,
+		ReturnEvents: t.Events.returnsEvents(),
 	}).Get(ctx, &out)
+	t.Events.apply(out.Events)
+	out.Events = nil
 	return out, models.Usage{}, err
 }
 
@@ -198,7 +229,7 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 	}
 
 	source := models.SubAgentSource(t.Source, &def)
-	childID := t.Events.Producer + "-sub-" + execID
+	childID := t.Events.name() + "-sub-" + execID
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:          childID,
 		StaticSummary:       fmt.Sprintf("sub-agent %s · called by %s", def.Name, t.Source.AgentName),

@@ -96,6 +96,9 @@ const (
 	// changeStatusLocalActivity: run status writes are local activities
 	// (they were activities).
 	changeStatusLocalActivity = "status-local-activity"
+	// changeInlineTeams: team turns run inside the run's workflow (they
+	// were TeamWorkflow children).
+	changeInlineTeams = "inline-team-turns"
 )
 
 // storeLocalContext sets the options of a database write made as a local

@@ -30,6 +30,9 @@ type runWorkflow struct {
 	persistUpTo int64
 	// timedOut is set when max_execution_time has cancelled the work.
 	timedOut bool
+	// inlineTeams runs team turns inside this workflow rather than as
+	// child workflows (changeInlineTeams).
+	inlineTeams bool
 }
 
 // RunWorkflow runs a hierarchy on a task: the global supervisor picks a
@@ -48,6 +51,7 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	in.State = nil
 	w := &runWorkflow{in: in, state: state}
 	w.hier = &w.in.Hierarchy
+	w.inlineTeams = workflow.GetVersion(ctx, changeInlineTeams, workflow.DefaultVersion, 1) == 1
 	if err := w.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -184,19 +188,21 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 	var final models.RespondResult
 	fctx := llmContext(work, w.in.Options, agentSummary("", w.hier.GlobalSupervisor, w.in.Options)+" · final answer", w.hier.GlobalSupervisor)
 	if err := w.await(ctx, workflow.ExecuteActivity(fctx, a.Respond, models.RespondInput{
-		RunID:       w.in.RunID,
-		Purpose:     models.PurposeFinalAnswer,
-		Agent:       w.hier.GlobalSupervisor,
-		Source:      gs,
-		Task:        w.in.Task,
-		Instruction: w.in.Task,
-		Context:     bounded(teamItems(completedTeams(s.Teams)), w.in.Options),
-		RunOptions:  w.in.Options,
-		NoTools:     true,
-		MessageID:   newMessageID(ctx),
+		RunID:        w.in.RunID,
+		Purpose:      models.PurposeFinalAnswer,
+		Agent:        w.hier.GlobalSupervisor,
+		Source:       gs,
+		Task:         w.in.Task,
+		Instruction:  w.in.Task,
+		Context:      bounded(teamItems(completedTeams(s.Teams)), w.in.Options),
+		RunOptions:   w.in.Options,
+		NoTools:      true,
+		MessageID:    newMessageID(ctx),
+		ReturnEvents: true,
 	}), &final); err != nil {
 		return nil, err
 	}
+	w.applyReturned(final.Events)
 	s.Usage = s.Usage.Add(final.Usage)
 	s.ActiveAgentID = ""
 	result := w.result()
@@ -263,20 +269,22 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 		var d models.Decision
 		dctx := llmContext(ctx, w.in.Options, agentSummary("", w.hier.GlobalSupervisor, w.in.Options), w.hier.GlobalSupervisor)
 		err := w.await(ctx, workflow.ExecuteActivity(dctx, a.Decide, models.DecideInput{
-			RunID:       w.in.RunID,
-			Supervisor:  w.hier.GlobalSupervisor,
-			Source:      gs,
-			Task:        w.in.Task,
-			Options:     options,
-			Completed:   s.CompletedTeams,
-			Context:     bounded(teamItems(completedTeams(s.Teams)), w.in.Options),
-			AllowFinish: len(s.CompletedTeams) > 0,
-			Iteration:   s.Iteration,
-			RunOptions:  w.in.Options,
+			RunID:        w.in.RunID,
+			Supervisor:   w.hier.GlobalSupervisor,
+			Source:       gs,
+			Task:         w.in.Task,
+			Options:      options,
+			Completed:    s.CompletedTeams,
+			Context:      bounded(teamItems(completedTeams(s.Teams)), w.in.Options),
+			AllowFinish:  len(s.CompletedTeams) > 0,
+			Iteration:    s.Iteration,
+			RunOptions:   w.in.Options,
+			ReturnEvents: true,
 		}), &d)
 		if err != nil {
 			return err
 		}
+		w.applyReturned(d.Events)
 		s.Usage = s.Usage.Add(d.Usage)
 		if d.Warning != "" {
 			w.warn(ctx, gs, d.Warning)
@@ -365,7 +373,7 @@ func (w *runWorkflow) runParallel(ctx workflow.Context) error {
 
 // startedTeam is a team turn in flight.
 type startedTeam struct {
-	future workflow.ChildWorkflowFuture
+	future workflow.Future
 	output models.TeamOutput // what is known before it ends
 }
 
@@ -387,16 +395,25 @@ func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruc
 		Options:       w.in.Options,
 		PriorContext:  bounded(teamItems(w.contextFor(team.Name)), w.in.Options),
 	}
+	output := models.TeamOutput{Turn: s.Turns, TeamID: team.ID, TeamName: team.Name, Instruction: instruction, StartedAt: &now}
+	if w.inlineTeams {
+		// The turn runs here, in a coroutine: no child workflow to start and
+		// complete, and its events go straight into the run's log.
+		done, settle := workflow.NewFuture(ctx)
+		sink := &runLogSink{w: w, id: models.TeamWorkflowID(w.in.RunID, s.Turns)}
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			res, err := runTeamTurn(ctx, &TeamState{Input: in}, sink)
+			settle.Set(res, err)
+		})
+		return startedTeam{future: done, output: output}
+	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:          models.TeamWorkflowID(w.in.RunID, s.Turns),
 		StaticSummary:       fmt.Sprintf("%s · turn %d", team.Name, s.Turns),
 		StaticDetails:       instruction,
 		WaitForCancellation: true,
 	})
-	return startedTeam{
-		future: workflow.ExecuteChildWorkflow(cctx, TeamWorkflow, in),
-		output: models.TeamOutput{Turn: s.Turns, TeamID: team.ID, TeamName: team.Name, Instruction: instruction, StartedAt: &now},
-	}
+	return startedTeam{future: workflow.ExecuteChildWorkflow(cctx, TeamWorkflow, in), output: output}
 }
 
 // finishTeam waits for a team turn. A failed turn is an output with status
@@ -680,6 +697,30 @@ func (w *runWorkflow) applyOne(ctx workflow.Context, c workflow.ReceiveChannel) 
 		w.describe(ctx) // a team supervisor dispatched a worker
 	}
 }
+
+// applyReturned appends the events an activity returned in its result,
+// after the batches signalled before it completed.
+func (w *runWorkflow) applyReturned(b *models.EventBatch) {
+	if b == nil {
+		return
+	}
+	w.drainSignals()
+	w.applyBatch(*b)
+}
+
+// runLogSink is the eventSink of a team turn run inside the run's
+// workflow: its events go straight into the run's log.
+type runLogSink struct {
+	w  *runWorkflow
+	id string
+}
+
+func (r *runLogSink) emit(ctx workflow.Context, source models.Source, category, action string, data map[string]any) {
+	r.w.emit(ctx, source, category, action, llmEventData(source, category, data))
+}
+func (r *runLogSink) returnsEvents() bool            { return true }
+func (r *runLogSink) apply(batch *models.EventBatch) { r.w.applyReturned(batch) }
+func (r *runLogSink) name() string                   { return r.id }
 
 // drainSignals applies every event batch already delivered.
 func (w *runWorkflow) drainSignals() {

@@ -23,9 +23,19 @@ type TeamState struct {
 // an instruction, the worker answers, and so on until the supervisor ends
 // the turn, every worker has worked once (with prevent_duplicate), or the
 // iteration limit is reached.
+//
+// Runs started before inline team turns (changeInlineTeams) run each team
+// turn as this child workflow; newer runs run the same turn inside the
+// run's workflow (runWorkflow.startTeam).
 func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult, error) {
 	in.Options = WithDefaults(in.Options)
 	s := &TeamState{Input: in, Events: runSignaler{RunID: in.RunID, Producer: models.TeamWorkflowID(in.RunID, in.Turn)}}
+	return runTeamTurn(ctx, s, &s.Events)
+}
+
+// runTeamTurn is one team turn, its events going to sink.
+func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink) (*models.TeamResult, error) {
+	in := s.Input
 	team := &s.Input.Team
 	root := &models.Hierarchy{GlobalSupervisor: models.Agent{AgentID: in.RootAgentID}}
 	source := models.TeamSupervisorSource(root, team)
@@ -48,21 +58,23 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 		var d models.Decision
 		dctx := llmContext(ctx, in.Options, agentSummary(team.Name, team.Supervisor, in.Options), team.Supervisor)
 		if err := workflow.ExecuteActivity(dctx, a.Decide, models.DecideInput{
-			RunID:       in.RunID,
-			Supervisor:  team.Supervisor,
-			Source:      source,
-			Task:        in.Task,
-			Instruction: in.Instruction,
-			Options:     options,
-			Completed:   s.Dispatched,
-			Context:     bounded(concat(prior, workerItems(s.Outputs)), in.Options),
-			AllowFinish: len(s.Outputs) > 0,
-			Iteration:   s.Iteration,
-			RunOptions:  in.Options,
-			Publish:     true,
+			RunID:        in.RunID,
+			Supervisor:   team.Supervisor,
+			Source:       source,
+			Task:         in.Task,
+			Instruction:  in.Instruction,
+			Options:      options,
+			Completed:    s.Dispatched,
+			Context:      bounded(concat(prior, workerItems(s.Outputs)), in.Options),
+			AllowFinish:  len(s.Outputs) > 0,
+			Iteration:    s.Iteration,
+			RunOptions:   in.Options,
+			Publish:      true,
+			ReturnEvents: sink.returnsEvents(),
 		}).Get(ctx, &d); err != nil {
 			return nil, err
 		}
+		sink.apply(d.Events)
 		s.Usage = s.Usage.Add(d.Usage)
 		if d.Warning != "" {
 			s.Warnings = append(s.Warnings, d.Warning)
@@ -76,14 +88,14 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 			// against an activity version that does not.
 			msg := fmt.Sprintf("team supervisor of %q chose %q, which was not offered; dispatching %q instead", team.Name, d.Target, options[0].Name)
 			s.Warnings = append(s.Warnings, msg)
-			s.Events.emit(ctx, source, models.CategorySystem, models.ActionWarning, map[string]any{"message": msg})
+			sink.emit(ctx, source, models.CategorySystem, models.ActionWarning, map[string]any{"message": msg})
 			d.Target = options[0].Name
 		}
 		worker := findWorker(team, d.Target)
 		turn := &agentTurn{
 			RunID: in.RunID, Agent: *worker, Source: models.WorkerSource(root, team, worker), Task: in.Task,
 			Instruction: d.Instruction, Context: bounded(prior, in.Options), Purpose: models.PurposeWorker,
-			MessageID: newMessageID(ctx), Options: in.Options, Events: &s.Events,
+			MessageID: newMessageID(ctx), Options: in.Options, Events: sink,
 		}
 		if team.ShareContext {
 			turn.Context = bounded(concat(prior, workerItems(s.Outputs)), in.Options)
@@ -108,7 +120,7 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 	if !finished {
 		msg := fmt.Sprintf("team supervisor of %q reached its iteration limit (%d); ending the team's turn", team.Name, limit)
 		s.Warnings = append(s.Warnings, msg)
-		s.Events.emit(ctx, source, models.CategorySystem, models.ActionWarning, map[string]any{"message": msg})
+		sink.emit(ctx, source, models.CategorySystem, models.ActionWarning, map[string]any{"message": msg})
 	}
 	return &models.TeamResult{
 		Output: models.TeamOutput{
