@@ -29,10 +29,12 @@ test: temporal-cli
 test-short:
 	$(GO) test -count=1 -short ./...
 
-## bench: benchmarks against a dev server and the fake LLM (figures in the README)
+## bench: benchmarks against a dev server and the fake LLM (figures in the README), about 15 minutes
+##   on 2 cores; BENCH_TEMPORAL_ADDRESS=host:port runs each once more on that server (server=external)
 bench: temporal-cli
-	$(GO) test -run '^$$' -bench 'OrchestrationOverhead' -benchtime 20x ./e2e/
-	$(GO) test -run '^$$' -bench 'StreamLatency|HistoryPerToken|QueriesPerSubscriber' -benchtime 5x ./e2e/
+	$(GO) test -run '^$$' -bench 'OrchestrationOverhead' -benchtime 12x -timeout 60m ./e2e/
+	$(GO) test -run '^$$' -bench 'StreamLatency|HistoryPerToken|QueriesPerSubscriber' -benchtime 5x -timeout 60m ./e2e/
+	$(GO) test -run '^$$' -bench 'ConcurrentRuns|LongRun' -benchtime 1x -timeout 60m ./e2e/
 
 ## migrate: apply database migrations to DATABASE_URL (or the embedded SQLite)
 migrate: build

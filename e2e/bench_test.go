@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"io"
+	"os"
 	"sort"
 	"sync"
 	"testing"
@@ -46,27 +47,34 @@ func untunedDevServer(b *testing.B) string {
 // 3 global decisions, 4 team decisions, 3 workers, the final answer)
 // against a zero-latency fake model and reports the orchestration overhead
 // per LLM call: (run wall time − the fake model's own time) / LLM calls,
-// median over the b.N runs. "devserver=default" runs on a dev server with
-// its default settings, "devserver=tuned" on one started as `executor dev`
-// starts it.
+// median over the runs (one per iteration). "devserver=default" runs on a
+// dev server with its default settings, "devserver=tuned" on one started as
+// `executor dev` starts it, and "server=external" on BENCH_TEMPORAL_ADDRESS
+// when it is set.
 //
-//	make bench   (go test -run '^$' -bench . -benchtime 20x ./e2e/)
+//	make bench   (go test -run '^$' -bench OrchestrationOverhead -benchtime 12x ./e2e/)
 func BenchmarkOrchestrationOverhead(b *testing.B) {
-	for _, tc := range []struct {
+	cases := []struct {
 		name string
 		addr func(*testing.B) string
 	}{
 		{"devserver=default", untunedDevServer},
 		{"devserver=tuned", func(*testing.B) string { return devServer.FrontendHostPort() }},
-	} {
+	}
+	if addr := os.Getenv("BENCH_TEMPORAL_ADDRESS"); addr != "" {
+		cases = append(cases, struct {
+			name string
+			addr func(*testing.B) string
+		}{"server=external", func(*testing.B) string { return addr }})
+	}
+	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			addr := tc.addr(b)
 			e := newEnv(b, referenceRules(nil), withConfig(func(c *config.Config) { c.TemporalAddress = addr }))
 			hid := e.createHierarchy(referenceHierarchy())
 			ctx := context.Background()
 			var overheads, walls []float64
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
+			for b.Loop() {
 				e.fake.SetRules(referenceRules(nil)...)
 				e.fake.Reset()
 				start := time.Now()
@@ -86,10 +94,10 @@ func BenchmarkOrchestrationOverhead(b *testing.B) {
 				overheads = append(overheads, float64(wall-model)/float64(len(calls))/float64(time.Millisecond))
 				walls = append(walls, float64(wall)/float64(time.Millisecond))
 			}
-			b.StopTimer()
 			b.ReportMetric(median(overheads), "ms-overhead/llm-call")
 			b.ReportMetric(median(walls), "ms-wall/run")
 			b.ReportMetric(0, "ns/op") // wall time per run is reported above
+			b.Logf("%s: %.1f ms of orchestration per LLM call, %.0f ms per run (median of %d runs)", tc.name, median(overheads), median(walls), len(walls))
 		})
 	}
 }

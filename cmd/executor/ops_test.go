@@ -316,7 +316,16 @@ func TestOperations(t *testing.T) {
 		}
 		return err
 	})
-	_, wmetrics, _ := opsFetch(http.MethodGet, wbase+"/metrics", "")
+	// The metrics listener answers before the worker has started: wait for
+	// the worker's first series.
+	var wmetrics string
+	waitFor(t, 30*time.Second, worker.exited, func() error {
+		_, wmetrics, _ = opsFetch(http.MethodGet, wbase+"/metrics", "")
+		if !opsHasSeries(wmetrics, "temporal_worker_start_total") {
+			return fmt.Errorf("no temporal_worker_start_total yet")
+		}
+		return nil
+	})
 	if !opsHasSeries(wmetrics, "temporal_worker_start_total") || !strings.Contains(wmetrics, "go_goroutines") {
 		t.Errorf("worker /metrics:\n%.2000s", wmetrics)
 	}

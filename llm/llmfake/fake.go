@@ -63,6 +63,11 @@ type Response struct {
 	// TokenDelay is slept between two chunks (once, before answering, for
 	// non-streaming requests); 0 streams as fast as the socket allows.
 	TokenDelay time.Duration `json:"token_delay,omitempty"`
+	// FirstTokenDelay is the time to first token: a streaming answer sends
+	// its headers at once and its first chunk after this delay (TokenDelay
+	// then separates the chunks that follow); a non-streaming answer waits
+	// it before TokenDelay. 0 means no extra delay.
+	FirstTokenDelay time.Duration `json:"first_token_delay,omitempty"`
 	// Usage is reported as is; the zero value means "estimate it" at about
 	// four characters a token.
 	Usage Usage `json:"usage"`

@@ -401,6 +401,52 @@ func TestTokenDelay(t *testing.T) {
 	}
 }
 
+func TestFirstTokenDelay(t *testing.T) {
+	const ttft = 150 * time.Millisecond
+	s := New(t, Rule{Responses: []Response{{Content: "abcdefgh", ChunkSize: 4, FirstTokenDelay: ttft, TokenDelay: 10 * time.Millisecond}}})
+	start := time.Now()
+	stream, err := client(s).CreateChatCompletionStream(context.Background(), userReq("m", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	// The headers come at once: the client has its stream before the delay.
+	if got := time.Since(start); got >= ttft {
+		t.Errorf("stream opened after %v, want the headers before the first-token delay", got)
+	}
+	var content strings.Builder
+	for {
+		chunk, err := stream.Recv()
+		if err != nil {
+			break
+		}
+		if len(chunk.Choices) > 0 {
+			content.WriteString(chunk.Choices[0].Delta.Content)
+		}
+	}
+	if content.String() != "abcdefgh" {
+		t.Fatalf("content %q", content.String())
+	}
+	c := s.Calls()[0]
+	if got := c.FirstChunkAt.Sub(c.ReceivedAt); got < ttft {
+		t.Errorf("first chunk %v after the request, want at least %v", got, ttft)
+	}
+	// Later chunks are TokenDelay apart, not delayed again.
+	if got := c.ChunkTimes[len(c.ChunkTimes)-1].Sub(c.ChunkTimes[0]); got >= ttft {
+		t.Errorf("first to last chunk took %v", got)
+	}
+
+	// Non-streaming: the answer waits the first-token delay too.
+	start = time.Now()
+	resp, err := client(s).CreateChatCompletion(context.Background(), userReq("m", "y"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := time.Since(start); got < ttft || resp.Choices[0].Message.Content != "abcdefgh" {
+		t.Errorf("non-streaming answer %q after %v, want at least %v", resp.Choices[0].Message.Content, got, ttft)
+	}
+}
+
 func TestControlEndpoints(t *testing.T) {
 	s := New(t)
 	req, _ := http.NewRequest(http.MethodPut, s.RootURL()+"/fake/rules", strings.NewReader(`[{"user_contains":"ping","responses":[{"content":"pong"}]}]`))

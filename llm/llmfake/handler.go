@@ -308,6 +308,9 @@ func (f *fake) chat(w http.ResponseWriter, r *http.Request) {
 
 	chunks := buildChunks(idx, &wr, &resp)
 	if !wr.Stream {
+		if resp.FirstTokenDelay > 0 && !f.wait(ctx, resp.FirstTokenDelay) {
+			return
+		}
 		if resp.TokenDelay > 0 && !f.wait(ctx, resp.TokenDelay) {
 			return
 		}
@@ -326,6 +329,13 @@ func (f *fake) chat(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	status = http.StatusOK
 	rc := http.NewResponseController(w)
+	if resp.FirstTokenDelay > 0 {
+		// Headers now, the first chunk later, as a provider that accepted
+		// the request and is still computing its first token.
+		if err := rc.Flush(); err != nil || !f.wait(ctx, resp.FirstTokenDelay) {
+			return
+		}
+	}
 	for i, chunk := range chunks {
 		if i > 0 && resp.TokenDelay > 0 && !f.wait(ctx, resp.TokenDelay) {
 			return
