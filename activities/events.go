@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -23,7 +24,7 @@ func (s SignalSink) PublishEvents(ctx context.Context, runID string, batch model
 
 // DefaultFlushInterval is how long streamed deltas wait, at most, before
 // they are signalled to the run.
-const DefaultFlushInterval = 200 * time.Millisecond
+const DefaultFlushInterval = 100 * time.Millisecond
 
 // publisher sends one activity attempt's events to its run's workflow.
 //
@@ -52,10 +53,12 @@ type publisher struct {
 	tailCall int
 	seq      int
 	// keep stops sending: finish returns what is left instead.
-	keep    bool
-	wake    chan struct{}
-	done    chan struct{}
-	stopped chan struct{}
+	keep bool
+	// announced says a batch has woken the stream pollers.
+	announced atomic.Bool
+	wake      chan struct{}
+	done      chan struct{}
+	stopped   chan struct{}
 }
 
 func (a *Activities) newPublisher(ctx context.Context, runID string) *publisher {
@@ -212,14 +215,23 @@ func (p *publisher) run(ctx context.Context, interval time.Duration) {
 	// An activity starts after the workflow task that scheduled it, so the
 	// events the workflow appended just before (its own, like
 	// dispatch.team, and those the previous activity returned with its
-	// result) can be read now; nothing else would announce them.
-	p.a.notifyRun(ctx, p.runID)
+	// result) can be read now, and nothing else would announce them. The
+	// announcement waits a little: a batch signalled by then announces
+	// them too, and the query it saves would land in the busiest moment of
+	// a call, as it starts.
+	announce := time.NewTimer(startAnnounceDelay)
+	defer announce.Stop()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-p.wake:
 		case <-t.C:
+		case <-announce.C:
+			if !p.announced.Load() {
+				p.a.notifyRun(ctx, p.runID)
+			}
+			continue
 		case <-p.done:
 			p.flush(ctx)
 			return
@@ -227,6 +239,10 @@ func (p *publisher) run(ctx context.Context, interval time.Duration) {
 		p.flush(ctx)
 	}
 }
+
+// startAnnounceDelay is how long an activity waits before it announces the
+// events that preceded it, unless a batch of its own has announced them.
+const startAnnounceDelay = 25 * time.Millisecond
 
 // flush sends the queued events as one batch. A failure is logged, not
 // returned: an undelivered event must not fail the LLM call that caused it.
@@ -257,6 +273,7 @@ func (p *publisher) flush(ctx context.Context) {
 	// now after the workflow task that applies it, so the query sees
 	// these events.
 	p.a.notifyRun(ctx, p.runID)
+	p.announced.Store(true)
 	if p.a.Metrics != nil {
 		for _, e := range events {
 			p.a.Metrics.EventPublished(e.Event.Category, e.Event.Action)

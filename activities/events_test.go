@@ -16,10 +16,12 @@ type slowLLM struct {
 	n     int
 	delay time.Duration
 	text  string
+	first time.Duration // before the first delta
 }
 
 func (s slowLLM) Stream(ctx context.Context, req llm.Request, onDelta func(llm.Delta)) (*llm.Response, error) {
 	var all strings.Builder
+	time.Sleep(s.first)
 	for i := 0; i < s.n; i++ {
 		if i > 0 {
 			time.Sleep(s.delay)

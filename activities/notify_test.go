@@ -58,9 +58,10 @@ func respondInput(runID string) models.RespondInput {
 	}
 }
 
-// TestPublisherNotifiesAfterEachSignal: the run is notified when the
-// activity starts and right after each batch is signalled, never before
-// the signal (the query it causes must find the events).
+// TestPublisherNotifiesAfterEachSignal: the run is notified right after
+// each batch is signalled, never before the signal (the query it causes
+// must find the events). A batch within startAnnounceDelay of the start
+// makes the start's own announcement unnecessary.
 func TestPublisherNotifiesAfterEachSignal(t *testing.T) {
 	tr := &notifyTrace{}
 	acts := &Activities{
@@ -74,11 +75,8 @@ func TestPublisherNotifiesAfterEachSignal(t *testing.T) {
 	tr.mu.Lock()
 	steps := append([]string(nil), tr.steps...)
 	tr.mu.Unlock()
-	if len(steps) < 5 || steps[0] != "notify r1" {
-		t.Fatalf("steps = %s; want a notification at the start, then several signals each followed by one", tr)
-	}
 	signals := 0
-	for i, s := range steps[1:] {
+	for i, s := range steps {
 		want := "signal r1"
 		if i%2 == 1 {
 			want = "notify r1"
@@ -86,20 +84,38 @@ func TestPublisherNotifiesAfterEachSignal(t *testing.T) {
 			signals++
 		}
 		if s != want {
-			t.Fatalf("step %d = %q, want %q; steps: %s", i+1, s, want, tr)
+			t.Fatalf("step %d = %q, want %q; steps: %s", i, s, want, tr)
 		}
 	}
-	if len(steps[1:])%2 != 0 || signals < 2 {
-		t.Fatalf("steps = %s; want every signal followed by its notification", tr)
+	if len(steps)%2 != 0 || signals < 2 {
+		t.Fatalf("steps = %s; want several signals, each followed by its notification", tr)
+	}
+}
+
+// TestPublisherAnnouncesAQuietStart: an activity that signals nothing
+// within startAnnounceDelay (a model slow to its first token) announces the
+// events before it once, then each of its batches.
+func TestPublisherAnnouncesAQuietStart(t *testing.T) {
+	tr := &notifyTrace{}
+	acts := &Activities{
+		LLM:    slowLLM{n: 2, first: 4 * startAnnounceDelay, text: "tok "},
+		Events: tr, Notifier: tr, FlushInterval: time.Hour,
+		Log: slog.New(slog.DiscardHandler),
+	}
+	if _, err := acts.Respond(context.Background(), respondInput("r1")); err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.String(); !strings.HasPrefix(got, "notify r1, signal r1, notify r1") {
+		t.Fatalf("steps = %s; want the start's announcement, then the first batch and its notification", got)
 	}
 }
 
 // TestPublisherDoesNotNotifyFailedSignals: nothing reached the workflow,
-// so there is nothing to query.
+// so there is nothing to query but what preceded the activity.
 func TestPublisherDoesNotNotifyFailedSignals(t *testing.T) {
 	tr := &notifyTrace{fail: true}
 	acts := &Activities{
-		LLM:    slowLLM{n: 3, delay: time.Millisecond, text: "tok "},
+		LLM:    slowLLM{n: 3, delay: startAnnounceDelay, text: "tok "},
 		Events: tr, Notifier: tr, Log: slog.New(slog.DiscardHandler),
 	}
 	if _, err := acts.Respond(context.Background(), respondInput("r1")); err != nil {

@@ -50,22 +50,27 @@ func untunedDevServer(b *testing.B) string {
 // median over the runs (one per iteration). "devserver=default" runs on a
 // dev server with its default settings, "devserver=tuned" on one started as
 // `executor dev` starts it, and "server=external" on BENCH_TEMPORAL_ADDRESS
-// when it is set.
+// when it is set. Each "…/stream=sse" variant also reads every run's SSE
+// stream from its start, as the upstream service does, so the stream's
+// queries share the worker with the run (the issue's measurement setup);
+// its wall time ends when the run's workflow completes.
 //
 //	make bench   (go test -run '^$' -bench OrchestrationOverhead -benchtime 12x ./e2e/)
 func BenchmarkOrchestrationOverhead(b *testing.B) {
-	cases := []struct {
-		name string
-		addr func(*testing.B) string
-	}{
-		{"devserver=default", untunedDevServer},
-		{"devserver=tuned", func(*testing.B) string { return devServer.FrontendHostPort() }},
+	type benchCase struct {
+		name   string
+		addr   func(*testing.B) string
+		stream bool
+	}
+	tuned := func(*testing.B) string { return devServer.FrontendHostPort() }
+	cases := []benchCase{
+		{"devserver=default", untunedDevServer, false},
+		{"devserver=tuned", tuned, false},
+		{"devserver=tuned/stream=sse", tuned, true},
 	}
 	if addr := os.Getenv("BENCH_TEMPORAL_ADDRESS"); addr != "" {
-		cases = append(cases, struct {
-			name string
-			addr func(*testing.B) string
-		}{"server=external", func(*testing.B) string { return addr }})
+		external := func(*testing.B) string { return addr }
+		cases = append(cases, benchCase{"server=external", external, false}, benchCase{"server=external/stream=sse", external, true})
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
@@ -79,10 +84,19 @@ func BenchmarkOrchestrationOverhead(b *testing.B) {
 				e.fake.Reset()
 				start := time.Now()
 				id := e.startRun(hid, "benchmark")
+				var reader sync.WaitGroup
+				if tc.stream {
+					reader.Add(1)
+					go func() {
+						defer reader.Done()
+						e.readStream(e.openStream(id, 0, false), nil)
+					}()
+				}
 				if err := e.temporal.GetWorkflow(ctx, models.RunWorkflowID(id), "").Get(ctx, nil); err != nil {
 					b.Fatalf("run %s: %v", id, err)
 				}
 				wall := time.Since(start)
+				reader.Wait()
 				calls := e.fake.Calls()
 				var model time.Duration
 				for _, c := range calls {
