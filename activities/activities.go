@@ -117,3 +117,12 @@ func (a *Activities) runLogger(ctx context.Context, runID string, source models.
 func (a *Activities) PersistEvents(ctx context.Context, in models.PersistEventsInput) error {
 	return a.Store.InsertEvents(ctx, in.Events)
 }
+
+// SaveAnswer stores what an LLM activity that deferred its writes returned:
+// the usage records and, for a turn's final answer, the message. The
+// workflows run it as a local activity that retries until the database
+// answers, so a database outage delays a run and never repeats a model
+// call; storing a record twice stores it once.
+func (a *Activities) SaveAnswer(ctx context.Context, rec models.AnswerRecord) error {
+	return a.Store.SaveAnswer(ctx, rec)
+}

@@ -44,6 +44,10 @@ type publisher struct {
 	producer string
 	attempt  int32
 	calls    int // LLM calls made by this attempt, for their record ids
+	// deferWrites keeps the successful calls' usage records in records,
+	// for the activity's result, rather than writing them.
+	deferWrites bool
+	records     []models.LLMCallRecord
 
 	mu      sync.Mutex
 	pending []models.Event

@@ -40,6 +40,7 @@ func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models
 	}
 	pub := a.newPublisher(ctx, in.RunID)
 	defer pub.close()
+	pub.deferWrites = in.DeferWrites
 	req := llm.Request{
 		Model:       modelFor(in.Supervisor, in.RunOptions),
 		Messages:    decisionMessages(in, contextLimit(in.RunOptions)),
@@ -61,6 +62,7 @@ func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models
 		if perr == nil {
 			d.Usage = usage
 			a.publishDecision(ctx, pub, in, d)
+			d.Calls = pub.records
 			d.Events = pub.finish(in.ReturnEvents)
 			return &d, nil
 		}
@@ -74,6 +76,7 @@ func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models
 				pub.emitLast(pub.event(in.Source, models.CategorySystem, models.ActionWarning, map[string]any{"message": d.Warning}))
 			}
 			a.publishDecision(ctx, pub, in, d)
+			d.Calls = pub.records
 			d.Events = pub.finish(in.ReturnEvents)
 			return &d, nil
 		}
@@ -101,6 +104,7 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 	}
 	pub := a.newPublisher(ctx, in.RunID)
 	defer pub.close()
+	pub.deferWrites = in.DeferWrites
 	req := llm.Request{
 		Model:       modelFor(in.Agent, in.RunOptions),
 		Messages:    append(respondMessages(in, contextLimit(in.RunOptions)), transcriptMessages(in.Transcript)...),
@@ -125,12 +129,14 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 	for _, c := range resp.ToolCalls {
 		res.ToolCalls = append(res.ToolCalls, models.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
-	if len(res.ToolCalls) == 0 {
-		// The turn's final output: stored under the id its stream carried.
+	if len(res.ToolCalls) == 0 && !in.DeferWrites {
+		// The turn's final output: stored under the id its stream carried
+		// (by the workflow instead, when it defers the writes).
 		if err := a.saveMessage(ctx, in, res.Output); err != nil {
 			return nil, err
 		}
 	}
+	res.Calls = pub.records
 	res.Events = pub.finish(in.ReturnEvents)
 	return res, nil
 }
@@ -209,11 +215,17 @@ func (a *Activities) complete(ctx context.Context, pub *publisher, source models
 	}
 	log := a.runLogger(ctx, pub.runID, source)
 	a.observeLLMCall(log, purpose, req, resp, err, ctx.Err() != nil, latency, firstToken)
-	if a.Store != nil {
-		// A lost usage record must not fail the call; the context may be
-		// cancelled already, so the write gets its own short deadline.
+	switch {
+	case err == nil && pub.deferWrites:
+		// The workflow stores it (SaveAnswer), retrying on its own.
+		pub.records = append(pub.records, call)
+	case a.Store != nil:
+		// A failed attempt's record, or one of a run that started before
+		// the workflow stored them: a lost record must not fail the call;
+		// the context may be cancelled already, so the write gets its own
+		// short deadline.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if rerr := a.Store.RecordLLMCall(rctx, call); rerr != nil {
+		if rerr := a.Store.RecordLLMCall(rctx, store.LLMCallFromRecord(call)); rerr != nil {
 			log.Warn("record LLM call", "error", rerr)
 		}
 		cancel()
@@ -287,14 +299,13 @@ func toUsage(u llm.Usage) models.Usage {
 	return models.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
 }
 
-func llmCallRecord(pub *publisher, source models.Source, purpose, model string, latency, firstToken time.Duration) *store.LLMCall {
-	return &store.LLMCall{
+func llmCallRecord(pub *publisher, source models.Source, purpose, model string, latency, firstToken time.Duration) models.LLMCallRecord {
+	return models.LLMCallRecord{
 		ID:           fmt.Sprintf("%s/%d", pub.producer, pub.calls),
 		RunID:        pub.runID,
 		AgentID:      source.AgentID,
 		Purpose:      purpose,
 		Model:        model,
-		Provider:     "",
 		Attempt:      int(pub.attempt),
 		LatencyMs:    latency.Milliseconds(),
 		FirstTokenMs: firstToken.Milliseconds(),

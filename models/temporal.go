@@ -82,6 +82,10 @@ type RunOptions struct {
 	// MaxParallelTeams overrides the hierarchy's for this run (spec 001
 	// execution_config); 0 keeps the hierarchy's.
 	MaxParallelTeams int `json:"max_parallel_teams,omitempty"`
+	// DeferWrites is set by the run's workflow, never by the API: its LLM
+	// activities only call the model and the workflows store answers and
+	// usage records in a step of their own (SaveAnswer).
+	DeferWrites bool `json:"defer_writes,omitempty"`
 	// SearchAttributes says the namespace has the custom search attributes
 	// (see search.go), so the workflow keeps RunStatus up to date.
 	SearchAttributes bool `json:"search_attributes,omitempty"`
@@ -413,6 +417,10 @@ type DecideInput struct {
 	// warning) itself. The run's workflow leaves it off and appends them to
 	// its log directly, which saves a signal per decision.
 	Publish bool `json:"publish"`
+	// DeferWrites asks the activity to call the model only and return its
+	// usage records (Calls): the workflow stores them in a step of its own
+	// (SaveAnswer), so a failed database write never repeats a paid call.
+	DeferWrites bool `json:"defer_writes,omitempty"`
 	// ReturnEvents asks for the attempt's last events in the result
 	// (Events) rather than in a final signal: the caller appends them to
 	// the run's log itself.
@@ -430,6 +438,9 @@ type Decision struct {
 	// the choice was repaired.
 	Warning string `json:"warning,omitempty"`
 	Usage   Usage  `json:"usage"`
+	// Calls are the usage records of the successful model calls, when the
+	// input asked for them (DeferWrites).
+	Calls []LLMCallRecord `json:"calls,omitempty"`
 	// Events are the attempt's last events when the input asked for them
 	// (ReturnEvents); the caller applies them to the run's log.
 	Events *EventBatch `json:"events,omitempty"`
@@ -463,6 +474,11 @@ type RespondInput struct {
 	// events. ParentMessageID links a sub-agent's message to its caller's.
 	MessageID       string `json:"message_id,omitempty"`
 	ParentMessageID string `json:"parent_message_id,omitempty"`
+	// DeferWrites asks the activity to call the model only: the workflow
+	// stores the answer (message MessageID) and the usage records (Calls)
+	// in a step of its own (SaveAnswer), so a failed database write never
+	// repeats a paid call.
+	DeferWrites bool `json:"defer_writes,omitempty"`
 	// ReturnEvents asks for the attempt's last events in the result
 	// (Events) rather than in a final signal: the caller appends them to
 	// the run's log itself.
@@ -476,6 +492,9 @@ type RespondResult struct {
 	Model     string     `json:"model"`
 	Offline   bool       `json:"offline,omitempty"`
 	Usage     Usage      `json:"usage"`
+	// Calls are the usage records of the successful model calls, when the
+	// input asked for them (DeferWrites).
+	Calls []LLMCallRecord `json:"calls,omitempty"`
 	// Events are the attempt's last events when the input asked for them
 	// (ReturnEvents); the caller applies them to the run's log.
 	Events *EventBatch `json:"events,omitempty"`
@@ -543,6 +562,40 @@ type SubAgentResult struct {
 	MessageID string `json:"message_id"`
 	Summary   string `json:"summary"`
 	Usage     Usage  `json:"usage"`
+}
+
+// LLMCallRecord is one model call's usage record (table llm_call). Its ID
+// names the activity attempt (workflow, Temporal run, activity, attempt)
+// and the call within it, so storing it twice stores it once.
+type LLMCallRecord struct {
+	ID               string `json:"id"`
+	RunID            string `json:"run_id"`
+	AgentID          string `json:"agent_id"`
+	Purpose          string `json:"purpose"`
+	Model            string `json:"model"`
+	Provider         string `json:"provider"`
+	Attempt          int    `json:"attempt"`
+	Status           string `json:"status"`
+	PromptTokens     int    `json:"prompt_tokens"`
+	CompletionTokens int    `json:"completion_tokens"`
+	TotalTokens      int    `json:"total_tokens"`
+	LatencyMs        int64  `json:"latency_ms"`
+	FirstTokenMs     int64  `json:"first_token_ms"`
+	Error            string `json:"error,omitempty"`
+}
+
+// AnswerRecord is what a workflow stores after an LLM activity that
+// deferred its writes: the calls' usage and, for a turn's final answer, the
+// message. Storing it again stores it once.
+type AnswerRecord struct {
+	RunID string          `json:"run_id"`
+	Calls []LLMCallRecord `json:"calls,omitempty"`
+	// Message is the answer, stored under MessageID; empty MessageID
+	// stores no message.
+	MessageID       string `json:"message_id,omitempty"`
+	ParentMessageID string `json:"parent_message_id,omitempty"`
+	Source          Source `json:"source"`
+	Content         string `json:"content,omitempty"`
 }
 
 // RunStatusUpdate moves a run's stored status. Applying it twice has the

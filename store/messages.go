@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"github.com/op-stack/executor/models"
@@ -48,6 +49,10 @@ type Message struct {
 // SaveMessage upserts a message by its application-set id: saving it again
 // (a retried activity, a replay) updates the same row.
 func (s *Store) SaveMessage(ctx context.Context, m *Message) error {
+	return saveMessage(s.db.WithContext(ctx), m)
+}
+
+func saveMessage(db *gorm.DB, m *Message) error {
 	path, err := json.Marshal(m.Path)
 	if err != nil {
 		return err
@@ -58,10 +63,28 @@ func (s *Store) SaveMessage(ctx context.Context, m *Message) error {
 		AgentName: m.AgentName, TeamName: m.TeamName, Depth: m.Depth, Path: string(path), Content: m.Content,
 		CreatedAt: now, UpdatedAt: now,
 	}
-	return s.db.WithContext(ctx).Clauses(clause.OnConflict{
+	return db.Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "id"}},
 		DoUpdates: clause.AssignmentColumns([]string{"content", "updated_at"}),
 	}).Create(&row).Error
+}
+
+// SaveAnswer stores an LLM activity's answer and usage records in one
+// transaction; storing the same record again changes nothing.
+func (s *Store) SaveAnswer(ctx context.Context, rec models.AnswerRecord) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if rec.MessageID != "" {
+			if err := saveMessage(tx, MessageFromSource(rec.MessageID, rec.RunID, rec.ParentMessageID, rec.Content, rec.Source)); err != nil {
+				return fmt.Errorf("save message %s: %w", rec.MessageID, err)
+			}
+		}
+		for _, c := range rec.Calls {
+			if err := recordLLMCall(tx, LLMCallFromRecord(c)); err != nil {
+				return fmt.Errorf("record LLM call %s: %w", c.ID, err)
+			}
+		}
+		return nil
+	})
 }
 
 // MessageTree returns a run's messages as a forest: each message under its

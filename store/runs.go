@@ -202,10 +202,23 @@ func (LLMCall) TableName() string { return "llm_call" }
 
 // RecordLLMCall stores a call; recording the same call id again is a no-op.
 func (s *Store) RecordLLMCall(ctx context.Context, c *LLMCall) error {
+	return recordLLMCall(s.db.WithContext(ctx), c)
+}
+
+func recordLLMCall(db *gorm.DB, c *LLMCall) error {
 	if c.CreatedAt.IsZero() {
 		c.CreatedAt = time.Now().UTC()
 	}
-	return s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(c).Error
+	return db.Clauses(clause.OnConflict{DoNothing: true}).Create(c).Error
+}
+
+// LLMCallFromRecord is the row of a usage record.
+func LLMCallFromRecord(r models.LLMCallRecord) *LLMCall {
+	return &LLMCall{
+		ID: r.ID, RunID: r.RunID, AgentID: r.AgentID, Purpose: r.Purpose, Model: r.Model, Provider: r.Provider,
+		Attempt: r.Attempt, Status: r.Status, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
+		TotalTokens: r.TotalTokens, LatencyMs: r.LatencyMs, FirstTokenMs: r.FirstTokenMs, Error: r.Error,
+	}
 }
 
 // LLMCalls returns a run's recorded calls in order.

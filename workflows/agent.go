@@ -117,13 +117,22 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 			RunID: t.RunID, Purpose: t.Purpose, Agent: t.Agent, Source: t.Source, Task: t.Task,
 			Instruction: t.Instruction, Context: t.Context, RunOptions: t.Options, Transcript: transcript,
 			NoTools: round > limit, MessageID: t.MessageID, ParentMessageID: t.ParentMessageID,
-			ReturnEvents: t.Events.returnsEvents(),
+			ReturnEvents: t.Events.returnsEvents(), DeferWrites: t.Options.DeferWrites,
 		}
 		var answer models.RespondResult
 		if err := workflow.ExecuteActivity(llmContext(ctx, t.Options, summary, t.Agent), a.Respond, in).Get(ctx, &answer); err != nil {
 			return res, err
 		}
 		t.Events.apply(answer.Events)
+		rec := models.AnswerRecord{RunID: t.RunID, Calls: answer.Calls}
+		if len(answer.ToolCalls) == 0 {
+			// The turn's final answer, stored under the id its stream carried.
+			rec.MessageID, rec.ParentMessageID = deferredID(t.Options, t.MessageID), t.ParentMessageID
+			rec.Source, rec.Content = t.Source, answer.Output
+		}
+		if err := saveAnswer(ctx, rec); err != nil {
+			return res, err
+		}
 		res.Usage = res.Usage.Add(answer.Usage)
 		if len(answer.ToolCalls) == 0 {
 			res.Answer = answer

@@ -99,7 +99,20 @@ const (
 	// changeInlineTeams: team turns run inside the run's workflow (they
 	// were TeamWorkflow children).
 	changeInlineTeams = "inline-team-turns"
+	// changeAnswerSaveStep: answers and usage records are stored by a local
+	// activity after the LLM activity (the activity stored them itself, so
+	// a failed write repeated the model call).
+	changeAnswerSaveStep = "answer-save-step"
 )
+
+// saveAnswer stores what an LLM activity returned when its writes were
+// deferred: a local activity, retried until the database answers.
+func saveAnswer(ctx workflow.Context, rec models.AnswerRecord) error {
+	if len(rec.Calls) == 0 && rec.MessageID == "" {
+		return nil
+	}
+	return workflow.ExecuteLocalActivity(storeLocalContext(ctx), a.SaveAnswer, rec).Get(ctx, nil)
+}
 
 // storeLocalContext sets the options of a database write made as a local
 // activity: retried until it succeeds, as storeContext's activities are.
@@ -124,4 +137,14 @@ func agentSummary(team string, agent models.Agent, o models.RunOptions) string {
 		name = team + "/" + name
 	}
 	return name + " · " + model
+}
+
+// deferredID is the message id the workflow stores an answer under: none
+// when the activity stored it itself (a run from before
+// changeAnswerSaveStep).
+func deferredID(o models.RunOptions, messageID string) string {
+	if !o.DeferWrites {
+		return ""
+	}
+	return messageID
 }

@@ -52,6 +52,9 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	w := &runWorkflow{in: in, state: state}
 	w.hier = &w.in.Hierarchy
 	w.inlineTeams = workflow.GetVersion(ctx, changeInlineTeams, workflow.DefaultVersion, 1) == 1
+	// Carried in the options to the team turns and sub-agents of this
+	// execution.
+	w.in.Options.DeferWrites = workflow.GetVersion(ctx, changeAnswerSaveStep, workflow.DefaultVersion, 1) == 1
 	if err := w.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -186,6 +189,7 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 
 	s.ActiveAgentID = gs.AgentID
 	var final models.RespondResult
+	finalID := newMessageID(ctx)
 	fctx := llmContext(work, w.in.Options, agentSummary("", w.hier.GlobalSupervisor, w.in.Options)+" · final answer", w.hier.GlobalSupervisor)
 	if err := w.await(ctx, workflow.ExecuteActivity(fctx, a.Respond, models.RespondInput{
 		RunID:        w.in.RunID,
@@ -197,12 +201,18 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 		Context:      bounded(teamItems(completedTeams(s.Teams)), w.in.Options),
 		RunOptions:   w.in.Options,
 		NoTools:      true,
-		MessageID:    newMessageID(ctx),
+		MessageID:    finalID,
 		ReturnEvents: true,
+		DeferWrites:  w.in.Options.DeferWrites,
 	}), &final); err != nil {
 		return nil, err
 	}
 	w.applyReturned(final.Events)
+	if err := saveAnswer(work, models.AnswerRecord{
+		RunID: w.in.RunID, Calls: final.Calls, MessageID: deferredID(w.in.Options, finalID), Source: gs, Content: final.Output,
+	}); err != nil {
+		return nil, err
+	}
 	s.Usage = s.Usage.Add(final.Usage)
 	s.ActiveAgentID = ""
 	result := w.result()
@@ -280,11 +290,15 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 			Iteration:    s.Iteration,
 			RunOptions:   w.in.Options,
 			ReturnEvents: true,
+			DeferWrites:  w.in.Options.DeferWrites,
 		}), &d)
 		if err != nil {
 			return err
 		}
 		w.applyReturned(d.Events)
+		if err := saveAnswer(ctx, models.AnswerRecord{RunID: w.in.RunID, Calls: d.Calls}); err != nil {
+			return err
+		}
 		s.Usage = s.Usage.Add(d.Usage)
 		if d.Warning != "" {
 			w.warn(ctx, gs, d.Warning)

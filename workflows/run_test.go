@@ -55,6 +55,7 @@ type fakeActivities struct {
 	statuses  []models.RunStatusUpdate
 	signals   []models.EventBatch
 	persisted []models.Event
+	answers   []models.AnswerRecord
 	respond   func(ctx context.Context, in models.RespondInput) (*models.RespondResult, error)
 }
 
@@ -90,6 +91,13 @@ func (f *fakeActivities) setStatus(_ context.Context, u models.RunStatusUpdate) 
 	return nil
 }
 
+func (f *fakeActivities) saveAnswer(_ context.Context, rec models.AnswerRecord) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.answers = append(f.answers, rec)
+	return nil
+}
+
 func (f *fakeActivities) persist(_ context.Context, in models.PersistEventsInput) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -120,6 +128,7 @@ func newEnv(t *testing.T, f *fakeActivities) *testsuite.TestWorkflowEnvironment 
 	env.OnActivity(a.Respond, mock.Anything, mock.Anything).Return(f.doRespond)
 	env.OnActivity(a.SetRunStatus, mock.Anything, mock.Anything).Return(f.setStatus)
 	env.OnActivity(a.PersistEvents, mock.Anything, mock.Anything).Return(f.persist)
+	env.OnActivity(a.SaveAnswer, mock.Anything, mock.Anything).Return(f.saveAnswer)
 	// A team turn signals its warnings to the run's workflow.
 	env.OnSignalExternalWorkflow(mock.Anything, models.RunWorkflowID("run-1"), "", models.SignalEvents, mock.Anything).Return(
 		func(_, _, _, _ string, arg any) error {
@@ -632,5 +641,48 @@ func TestLongOutputsTravelByReference(t *testing.T) {
 	}
 	if refs == 0 {
 		t.Error("the last global decision saw no earlier output")
+	}
+}
+
+// The LLM activities only call the model: the workflow stores each final
+// answer (under the message id its stream carried) and every call's usage
+// record in a local activity of its own, so a database failure there is
+// retried without calling the model again.
+func TestAnswersAreStoredByTheWorkflow(t *testing.T) {
+	f := &fakeActivities{decisions: map[string][]models.Decision{
+		"gs":   {dispatch("research", "go")},
+		"ts-r": {dispatch("searcher", "1")},
+	}}
+	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		if !in.DeferWrites {
+			t.Errorf("%s was asked to store its own answer", in.Agent.AgentID)
+		}
+		call := models.LLMCallRecord{ID: "call-" + in.MessageID, RunID: in.RunID, AgentID: in.Agent.AgentID, Status: "ok", TotalTokens: 7}
+		return &models.RespondResult{Output: "answer of " + in.Agent.AgentID, Model: "m", Calls: []models.LLMCallRecord{call}}, nil
+	}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(testHierarchy()))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	saved := map[string]models.AnswerRecord{}
+	for _, rec := range f.answers {
+		if rec.MessageID != "" {
+			saved[rec.Source.AgentID] = rec
+		}
+	}
+	for _, r := range f.responds {
+		rec, ok := saved[r.Agent.AgentID]
+		if !ok || rec.MessageID != r.MessageID || rec.Content != "answer of "+r.Agent.AgentID || len(rec.Calls) != 1 || rec.Calls[0].ID != "call-"+r.MessageID {
+			t.Errorf("answer of %s stored as %+v (found %v), want message %s with its call", r.Agent.AgentID, rec, ok, r.MessageID)
+		}
+	}
+	if len(saved) != 2 {
+		t.Errorf("stored the answers of %d agents, want the searcher's and the final answer", len(saved))
+	}
+	for _, d := range f.decides {
+		if !d.DeferWrites {
+			t.Errorf("decision of %s was asked to store its own usage", d.Source.AgentID)
+		}
 	}
 }

@@ -71,10 +71,14 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink) (*models.Te
 			RunOptions:   in.Options,
 			Publish:      true,
 			ReturnEvents: sink.returnsEvents(),
+			DeferWrites:  in.Options.DeferWrites,
 		}).Get(ctx, &d); err != nil {
 			return nil, err
 		}
 		sink.apply(d.Events)
+		if err := saveAnswer(ctx, models.AnswerRecord{RunID: in.RunID, Calls: d.Calls}); err != nil {
+			return nil, err
+		}
 		s.Usage = s.Usage.Add(d.Usage)
 		if d.Warning != "" {
 			s.Warnings = append(s.Warnings, d.Warning)
