@@ -48,6 +48,8 @@ type publisher struct {
 	// for the activity's result, rather than writing them.
 	deferWrites bool
 	records     []models.LLMCallRecord
+	// retryMax caps a provider's Retry-After (LLM_RETRY_MAX).
+	retryMax time.Duration
 
 	mu      sync.Mutex
 	pending []models.Event

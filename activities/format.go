@@ -81,7 +81,7 @@ func (a *Activities) FormatResults(ctx context.Context, in models.FormatInput) (
 		// call costs tokens all the same.
 		a.observeLLMCall(log, "format", req, resp, err, ctx.Err() != nil, time.Since(start), 0)
 		if err != nil {
-			return nil, a.llmFailure(ctx, source, req.Model, err)
+			return nil, a.llmFailure(ctx, source, req.Model, err, in.Options.RetryMax)
 		}
 		res.Usage = res.Usage.Add(toUsage(resp.Usage))
 		if resp.Offline {

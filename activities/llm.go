@@ -40,7 +40,7 @@ func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models
 	}
 	pub := a.newPublisher(ctx, in.RunID)
 	defer pub.close()
-	pub.deferWrites = in.DeferWrites
+	pub.deferWrites, pub.retryMax = in.DeferWrites, in.RunOptions.RetryMax
 	req := llm.Request{
 		Model:       modelFor(in.Supervisor, in.RunOptions),
 		Messages:    decisionMessages(in, contextLimit(in.RunOptions)),
@@ -104,7 +104,7 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 	}
 	pub := a.newPublisher(ctx, in.RunID)
 	defer pub.close()
-	pub.deferWrites = in.DeferWrites
+	pub.deferWrites, pub.retryMax = in.DeferWrites, in.RunOptions.RetryMax
 	req := llm.Request{
 		Model:       modelFor(in.Agent, in.RunOptions),
 		Messages:    append(respondMessages(in, contextLimit(in.RunOptions)), transcriptMessages(in.Transcript)...),
@@ -231,7 +231,7 @@ func (a *Activities) complete(ctx context.Context, pub *publisher, source models
 		cancel()
 	}
 	if err != nil {
-		return nil, a.llmFailure(ctx, source, req.Model, err)
+		return nil, a.llmFailure(ctx, source, req.Model, err, pub.retryMax)
 	}
 	return resp, nil
 }
@@ -266,7 +266,11 @@ func (a *Activities) observeLLMCall(log *slog.Logger, purpose string, req llm.Re
 	}
 }
 
-func (a *Activities) llmFailure(ctx context.Context, source models.Source, model string, err error) error {
+// llmFailure turns a failed call into the activity's error. A provider's
+// Retry-After becomes the next retry's delay, capped at retryMax
+// (LLM_RETRY_MAX): a provider asking for an hour, or for a date years
+// away, must not park the run (0 leaves it uncapped).
+func (a *Activities) llmFailure(ctx context.Context, source models.Source, model string, err error, retryMax time.Duration) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -278,7 +282,11 @@ func (a *Activities) llmFailure(ctx context.Context, source models.Source, model
 	if !le.Retryable {
 		return temporal.NewNonRetryableApplicationError(msg, ErrLLMRejected, nil)
 	}
-	return temporal.NewApplicationErrorWithOptions(msg, ErrLLMUnavailable, temporal.ApplicationErrorOptions{NextRetryDelay: le.RetryAfter})
+	delay := le.RetryAfter
+	if retryMax > 0 && delay > retryMax {
+		delay = retryMax
+	}
+	return temporal.NewApplicationErrorWithOptions(msg, ErrLLMUnavailable, temporal.ApplicationErrorOptions{NextRetryDelay: delay})
 }
 
 func modelFor(agent models.Agent, o models.RunOptions) string {

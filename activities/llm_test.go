@@ -189,14 +189,19 @@ func TestDecideFallsBackWithAWarning(t *testing.T) {
 func TestLLMFailuresAreClassified(t *testing.T) {
 	in := models.RespondInput{
 		RunID: "r1", Purpose: models.PurposeWorker, Task: "t",
-		Agent:  models.Agent{AgentID: "w-1", Name: "writer", Model: "gpt-x"},
-		Source: models.Source{AgentID: "w-1", AgentType: models.AgentTypeWorker, AgentName: "writer"},
+		Agent:      models.Agent{AgentID: "w-1", Name: "writer", Model: "gpt-x"},
+		Source:     models.Source{AgentID: "w-1", AgentType: models.AgentTypeWorker, AgentName: "writer"},
+		RunOptions: models.RunOptions{RetryMax: 30 * time.Second},
 	}
 	for _, tc := range []struct {
 		err       *llm.Error
 		retryable bool
 		delay     time.Duration
 	}{
+		// A provider asking for an hour (or for a date years away) gets
+		// LLM_RETRY_MAX.
+		{&llm.Error{Provider: "openai", Model: "gpt-x", StatusCode: 429, Retryable: true, RetryAfter: time.Hour, Message: "come back later"}, true, 30 * time.Second},
+		{&llm.Error{Provider: "openai", Model: "gpt-x", StatusCode: 429, Retryable: true, RetryAfter: 75 * 365 * 24 * time.Hour, Message: "see you in 2099"}, true, 30 * time.Second},
 		{&llm.Error{Provider: "openai", Model: "gpt-x", StatusCode: 401, Message: "bad key"}, false, 0},
 		{&llm.Error{Provider: "openai", Model: "gpt-x", StatusCode: 429, Retryable: true, RetryAfter: 3 * time.Second, Message: "slow down"}, true, 3 * time.Second},
 		{&llm.Error{Provider: "openai", Model: "gpt-x", Retryable: true, Message: "connection reset"}, true, 0},

@@ -121,7 +121,7 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 		}
 		var answer models.RespondResult
 		if err := workflow.ExecuteActivity(llmContext(ctx, t.Options, summary, t.Agent), a.Respond, in).Get(ctx, &answer); err != nil {
-			return res, err
+			return res, llmError(err, t.Source, t.Agent, t.Options)
 		}
 		t.Events.apply(answer.Events)
 		rec := models.AnswerRecord{RunID: t.RunID, Calls: answer.Calls}

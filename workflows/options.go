@@ -5,7 +5,11 @@
 package workflows
 
 import (
+	"errors"
+	"fmt"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -58,11 +62,7 @@ func WithDefaults(o models.RunOptions) models.RunOptions {
 // (the LLM client itself never retries). Rejected requests (4xx) are
 // non-retryable application errors and fail at once.
 func llmContext(ctx workflow.Context, o models.RunOptions, summary string, agent models.Agent) workflow.Context {
-	timeout := o.LLMCallTimeout
-	if agent.Timeout > 0 {
-		// Spec 001's llm_config.timeout: this agent's calls get their own limit.
-		timeout = time.Duration(agent.Timeout) * time.Second
-	}
+	timeout := llmTimeout(o, agent)
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: timeout,
 		HeartbeatTimeout:    o.HeartbeatTimeout,
@@ -147,4 +147,47 @@ func deferredID(o models.RunOptions, messageID string) string {
 		return ""
 	}
 	return messageID
+}
+
+// llmTimeout is how long one attempt of an agent's LLM call may take.
+func llmTimeout(o models.RunOptions, agent models.Agent) time.Duration {
+	if agent.Timeout > 0 {
+		// Spec 001's llm_config.timeout: this agent's calls get their own limit.
+		return time.Duration(agent.Timeout) * time.Second
+	}
+	return o.LLMCallTimeout
+}
+
+// llmError names the agent, the model and the limit in the error of an LLM
+// activity that timed out (Temporal's own says only "StartToClose"); other
+// errors already name them (see activities.llmFailure) and pass as they are.
+func llmError(err error, source models.Source, agent models.Agent, o models.RunOptions) error {
+	var timeout *temporal.TimeoutError
+	if err == nil || !errors.As(err, &timeout) {
+		return err
+	}
+	limit := llmTimeout(o, agent)
+	if timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT {
+		limit = o.HeartbeatTimeout
+	}
+	kind := map[enumspb.TimeoutType]string{
+		enumspb.TIMEOUT_TYPE_START_TO_CLOSE:    "start-to-close",
+		enumspb.TIMEOUT_TYPE_HEARTBEAT:         "heartbeat",
+		enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE: "schedule-to-close",
+		enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START: "schedule-to-start",
+	}[timeout.TimeoutType()]
+	msg := fmt.Sprintf("%s %q (agent_id %s) calling model %q: no answer within the %s timeout of %s, on every attempt",
+		source.AgentType, source.AgentName, source.AgentID, modelOf(agent, o), kind, limit)
+	return temporal.NewNonRetryableApplicationError(msg, errLLMTimeout, err)
+}
+
+// errLLMTimeout is the error type of an LLM call that timed out on every
+// attempt.
+const errLLMTimeout = "LLMTimeout"
+
+func modelOf(agent models.Agent, o models.RunOptions) string {
+	if agent.Model != "" {
+		return agent.Model
+	}
+	return o.DefaultModel
 }

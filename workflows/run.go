@@ -205,7 +205,7 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 		ReturnEvents: true,
 		DeferWrites:  w.in.Options.DeferWrites,
 	}), &final); err != nil {
-		return nil, err
+		return nil, llmError(err, gs, w.hier.GlobalSupervisor, w.in.Options)
 	}
 	w.applyReturned(final.Events)
 	if err := saveAnswer(work, models.AnswerRecord{
@@ -293,7 +293,7 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 			DeferWrites:  w.in.Options.DeferWrites,
 		}), &d)
 		if err != nil {
-			return err
+			return llmError(err, gs, w.hier.GlobalSupervisor, w.in.Options)
 		}
 		w.applyReturned(d.Events)
 		if err := saveAnswer(ctx, models.AnswerRecord{RunID: w.in.RunID, Calls: d.Calls}); err != nil {
@@ -833,7 +833,7 @@ func failureMessage(err error) string {
 		msg = appErr.Message()
 	}
 	var timeout *temporal.TimeoutError
-	if errors.As(err, &timeout) {
+	if errors.As(err, &timeout) && (appErr == nil || appErr.Type() != errLLMTimeout) {
 		msg = fmt.Sprintf("%s (timeout: %s)", msg, timeout.TimeoutType())
 	}
 	return msg

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
 	temporallog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -683,6 +684,28 @@ func TestAnswersAreStoredByTheWorkflow(t *testing.T) {
 	for _, d := range f.decides {
 		if !d.DeferWrites {
 			t.Errorf("decision of %s was asked to store its own usage", d.Source.AgentID)
+		}
+	}
+}
+
+// A call that keeps timing out fails the run with an error that names the
+// agent, the model and the limit, not Temporal's bare "StartToClose".
+func TestTimedOutCallNamesAgentModelAndLimit(t *testing.T) {
+	f := &fakeActivities{decisions: map[string][]models.Decision{"gs": {dispatch("writing", "go")}, "ts-w": {dispatch("writer", "go")}}}
+	f.respond = func(context.Context, models.RespondInput) (*models.RespondResult, error) {
+		return nil, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
+	}
+	in := runInput(testHierarchy())
+	in.Options.LLMCallTimeout = 90 * time.Second
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(workflows.RunWorkflow, in)
+	err := env.GetWorkflowError()
+	if err == nil {
+		t.Fatal("the run did not fail")
+	}
+	for _, want := range []string{`worker "writer"`, "w-writer", `model "m"`, "start-to-close timeout of 1m30s"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("run error %q does not name %s", err, want)
 		}
 	}
 }

@@ -73,7 +73,7 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink) (*models.Te
 			ReturnEvents: sink.returnsEvents(),
 			DeferWrites:  in.Options.DeferWrites,
 		}).Get(ctx, &d); err != nil {
-			return nil, err
+			return nil, llmError(err, source, team.Supervisor, in.Options)
 		}
 		sink.apply(d.Events)
 		if err := saveAnswer(ctx, models.AnswerRecord{RunID: in.RunID, Calls: d.Calls}); err != nil {
