@@ -147,9 +147,25 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 func (a *Activities) resolveContext(ctx context.Context, items []models.ContextItem) ([]models.ContextItem, error) {
 	var whole map[string]string
 	if ids := models.TruncatedRefs(items); len(ids) > 0 && a.Store != nil {
-		var err error
-		if whole, err = a.Store.MessageContents(ctx, ids); err != nil {
-			return nil, fmt.Errorf("read earlier outputs: %w", err)
+		// No model has been called yet, so waiting out a database outage
+		// here costs nothing; failing would spend one of the call's
+		// attempts. The wait heartbeats, and ends with the activity.
+		wctx, stop := a.heartbeat(ctx)
+		defer stop()
+		for delay := 200 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+			var err error
+			if whole, err = a.Store.MessageContents(wctx, ids); err == nil {
+				break
+			}
+			if !store.IsUnavailable(err) || wctx.Err() != nil {
+				return nil, fmt.Errorf("read earlier outputs: %w", err)
+			}
+			a.logger(ctx).Info("database unavailable; waiting to read earlier outputs", "retry_in", delay)
+			select {
+			case <-wctx.Done():
+				return nil, fmt.Errorf("read earlier outputs: %w", err)
+			case <-time.After(delay):
+			}
 		}
 	}
 	out := make([]models.ContextItem, len(items))

@@ -1,11 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,8 +53,15 @@ var codeMethodNotAllowed = models.Code{Name: "METHOD_NOT_ALLOWED", Numeric: 4050
 // logged with their cause and answered with a generic 500 that leaks
 // nothing.
 func (s *Server) writeError(c *gin.Context, err error) {
-	code := models.ErrorCode(err)
 	var e *models.Error
+	if !errors.As(err, &e) && store.IsUnavailable(err) {
+		// The database is down or restarting: the request may succeed
+		// shortly, and the client is told so rather than that the service
+		// failed. The message names no host, user or database.
+		err = &models.Error{Code: models.CodeUnavailable, Message: "the database is unavailable; retry shortly", Err: err}
+		c.Header("Retry-After", "5")
+	}
+	code := models.ErrorCode(err)
 	errors.As(err, &e)
 	if code.HTTPStatus >= 500 {
 		s.log.ErrorContext(c.Request.Context(), "request failed", "method", c.Request.Method, "path", c.FullPath(), "error", err)
@@ -149,7 +158,11 @@ func v1ErrorSummary(code models.Code) string {
 // decodeJSON reads the request body into dst, turning every way a body can
 // be wrong into a client error that names the problem.
 func decodeJSON(c *gin.Context, dst any) error {
-	dec := json.NewDecoder(c.Request.Body)
+	raw, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		return bodyError(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(dst); err != nil {
 		return bodyError(err)
 	}
@@ -157,7 +170,87 @@ func decodeJSON(c *gin.Context, dst any) error {
 	if dec.More() {
 		return models.Errorf(models.CodeInvalidParameters, "malformed JSON: unexpected data after the request object")
 	}
+	return checkNUL(raw)
+}
+
+// checkNUL refuses a body with a NUL character (\u0000) in any string, key
+// or value, naming the first such field by its JSON path
+// ("teams[0].workers[1].role"): PostgreSQL cannot store one in text, and no
+// field means anything with it. A raw NUL byte is malformed JSON already.
+func checkNUL(raw []byte) error {
+	// The only way to write NUL in JSON; a literal backslash-u0000 in a
+	// string (written \\u0000) matches too, and the walk finds no NUL.
+	if !bytes.Contains(raw, []byte(`\u0000`)) {
+		return nil
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return bodyError(err)
+	}
+	if path, found := findNUL(v, ""); found {
+		if path == "" {
+			return models.Errorf(models.CodeInvalidParameters, "the request body must not contain a NUL character (\\u0000)")
+		}
+		return models.FieldError(path, "must not contain a NUL character (\\u0000)")
+	}
 	return nil
+}
+
+// findNUL returns the JSON path of the first string (or object key) in v
+// that holds a NUL character, visiting keys in sorted order.
+func findNUL(v any, path string) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return path, strings.ContainsRune(v, 0)
+	case []any:
+		for i, e := range v {
+			if p, found := findNUL(e, fmt.Sprintf("%s[%d]", path, i)); found {
+				return p, true
+			}
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			if strings.ContainsRune(k, 0) {
+				// Name the key without its NUL, where it sits.
+				return strings.ReplaceAll(p, "\x00", `\u0000`), true
+			}
+			if p, found := findNUL(v[k], p); found {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
+
+// rejectNULParams refuses a NUL character in a path parameter or a query
+// value, as checkNUL does in a body.
+func (s *Server) rejectNULParams(c *gin.Context) {
+	for _, p := range c.Params {
+		if strings.ContainsRune(p.Value, 0) {
+			s.writeError(c, models.FieldError(p.Key, "must not contain a NUL character"))
+			return
+		}
+	}
+	for k, vs := range c.Request.URL.Query() {
+		for _, v := range vs {
+			if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) {
+				s.writeError(c, models.FieldError(strings.ReplaceAll(k, "\x00", `\u0000`), "must not contain a NUL character"))
+				return
+			}
+		}
+	}
+	c.Next()
 }
 
 func bodyError(err error) error {

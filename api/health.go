@@ -3,12 +3,16 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/sdk/client"
+
+	"github.com/op-stack/executor/store"
 )
 
 // HealthChecker tells whether a dependency answers: nil when it does.
@@ -73,7 +77,7 @@ func (r Readiness) Check(ctx context.Context) (ready bool, checks map[string]str
 			defer cancel()
 			result := "ok"
 			if err := c.CheckHealth(cctx); err != nil {
-				result = err.Error()
+				result = healthFailure(cctx, err)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -140,4 +144,18 @@ func (s *Server) routeOps(r *gin.Engine, metrics http.Handler) {
 	if metrics != nil {
 		r.GET("/metrics", gin.WrapH(metrics))
 	}
+}
+
+// healthFailure says why a dependency failed its check in words that name
+// no host, user or database: /readyz is unauthenticated.
+func healthFailure(ctx context.Context, err error) string {
+	switch {
+	case ctx.Err() != nil:
+		return "unavailable: no answer in time"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "unavailable: connection refused"
+	case store.IsUnavailable(err):
+		return "unavailable: connection failed"
+	}
+	return "unavailable"
 }

@@ -125,8 +125,14 @@ type testEnv struct {
 
 // envOptions adjust a testEnv before it starts.
 type envOptions struct {
-	noWorker bool
-	tweak    []func(*config.Config)
+	noWorker    bool
+	databaseURL string
+	tweak       []func(*config.Config)
+}
+
+// withDatabase runs the env on the PostgreSQL database at url.
+func withDatabase(url string) envOption {
+	return func(o *envOptions) { o.databaseURL = url }
 }
 
 type envOption func(*envOptions)
@@ -167,7 +173,11 @@ func newEnv(t testing.TB, rules []llmfake.Rule, opts ...envOption) *testEnv {
 		f(&cfg)
 	}
 	e.cfg = cfg
-	if os.Getenv(storetest.EnvDatabaseURL) != "" || os.Getenv("CI") == "true" {
+	switch {
+	case o.databaseURL != "":
+		e.dbURL = o.databaseURL
+		e.cfg.DatabaseURL = e.dbURL
+	case os.Getenv(storetest.EnvDatabaseURL) != "" || os.Getenv("CI") == "true":
 		e.dbURL = storetest.PostgresURL(t)
 		e.cfg.DatabaseURL = e.dbURL
 	}

@@ -105,6 +105,10 @@ const (
 	changeAnswerSaveStep = "answer-save-step"
 )
 
+// storeOutageLimit is how long a run waits for its database to come back
+// before a write fails it.
+const storeOutageLimit = 24 * time.Hour
+
 // saveAnswer stores what an LLM activity returned when its writes were
 // deferred: a local activity, retried until the database answers.
 func saveAnswer(ctx workflow.Context, rec models.AnswerRecord) error {
@@ -116,9 +120,13 @@ func saveAnswer(ctx workflow.Context, rec models.AnswerRecord) error {
 
 // storeLocalContext sets the options of a database write made as a local
 // activity: retried until it succeeds, as storeContext's activities are.
+// The SDK ends a local activity's retries at its schedule-to-close timeout,
+// which defaults to the start-to-close one: without a long one, a 30 s
+// database outage would fail the run.
 func storeLocalContext(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
+		ScheduleToCloseTimeout: storeOutageLimit,
+		StartToCloseTimeout:    30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    500 * time.Millisecond,
 			BackoffCoefficient: 2,
