@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -102,4 +103,68 @@ func (r *Runs) terminationReason(ctx context.Context, workflowID string) string 
 		}
 	}
 	return ""
+}
+
+// ReconcileStale reconciles every run still running or pending in the
+// database whose row has not changed for quiet: a run whose workflow was
+// terminated is then marked failed without waiting for someone to read it
+// (runs/list showed such a run running for ever). It returns how many runs
+// it changed.
+func (r *Runs) ReconcileStale(ctx context.Context, quiet time.Duration) (int, error) {
+	changed := 0
+	for _, status := range []string{models.RunRunning, models.RunPending} {
+		for page := 1; ; page++ {
+			runs, _, err := r.Store.ListRuns(ctx, store.RunFilter{ListFilter: store.ListFilter{Page: page, PageSize: 100}, Status: status})
+			if err != nil {
+				return changed, err
+			}
+			for _, run := range runs {
+				if time.Since(run.UpdatedAt) < quiet {
+					continue
+				}
+				after, err := r.Reconcile(ctx, run)
+				if err != nil {
+					return changed, fmt.Errorf("reconcile run %s: %w", run.ID, err)
+				}
+				if after.Status != run.Status {
+					changed++
+				}
+			}
+			if len(runs) < 100 {
+				break
+			}
+		}
+	}
+	return changed, nil
+}
+
+// ReconcileEvery runs ReconcileStale every interval until ctx ends, for
+// runs quiet for at least interval. Several API replicas may all run it:
+// reconciling a run twice stores its end once.
+func (r *Runs) ReconcileEvery(ctx context.Context, interval time.Duration, log *slog.Logger) {
+	if r == nil || r.Temporal == nil || interval <= 0 {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := r.ReconcileStale(ctx, interval)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("reconcile runs", "error", err)
+		case n > 0:
+			log.Info("reconciled runs whose workflows ended without them", "runs", n)
+		}
+	}
+}
+
+// ReconcileEvery reconciles the server's stale runs every interval until ctx
+// ends (see Runs.ReconcileEvery).
+func (s *Server) ReconcileEvery(ctx context.Context, interval time.Duration) {
+	s.runs.ReconcileEvery(ctx, interval, s.log)
 }

@@ -80,6 +80,7 @@ type Config struct {
 	SSEPollInterval     time.Duration
 	SSEIdlePollInterval time.Duration
 	SSEKeepAlive        time.Duration
+	ReconcileInterval   time.Duration
 	// SSENotify is auto, local or off (see SSE_NOTIFY).
 	SSENotify             string
 	SSESafetyPollInterval time.Duration
@@ -182,6 +183,7 @@ var vars = []Var{
 	{"SSE_POLL_INTERVAL", "50ms", "Without notifications (see `SSE_NOTIFY`), how often the API's poller of a live run queries its workflow for new events while events are flowing.", durationVar(func(c *Config, d time.Duration) { c.SSEPollInterval = d })},
 	{"SSE_IDLE_POLL_INTERVAL", "500ms", "Without notifications, the poller's interval once a run has been quiet for a while.", durationVar(func(c *Config, d time.Duration) { c.SSEIdlePollInterval = d })},
 	{"SSE_KEEPALIVE", "15s", "Interval of the keep-alive comment on an idle event stream.", durationVar(func(c *Config, d time.Duration) { c.SSEKeepAlive = d })},
+	{"RECONCILE_INTERVAL", "1m", "How often an API process looks for runs still running in the database whose workflow ended without them (terminated, timed out) and marks them failed.", durationVar(func(c *Config, d time.Duration) { c.ReconcileInterval = d })},
 	{"CONTEXT_CHAR_LIMIT", "8000", "Longest earlier output (in characters) put into a later agent's prompt.", intVar(func(c *Config, n int) { c.ContextCharLimit = n })},
 	{"CONTEXT_TOTAL_CHAR_LIMIT", "32000", "Most characters of earlier outputs put into one prompt together: the newest outputs are kept, older ones are left out (the prompt says how many).", intVar(func(c *Config, n int) { c.ContextTotalChars = n })},
 }

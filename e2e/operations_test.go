@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os/exec"
 	"strings"
@@ -68,4 +69,25 @@ func TestSearchAttributes(t *testing.T) {
 	if !strings.Contains(string(raw), models.RunWorkflowID(id)) {
 		t.Errorf("listed %s", raw)
 	}
+}
+
+// TestTerminatedRunIsReconciledWithoutAReader: nobody reads the run after
+// its workflow is terminated; the API's background reconciliation still
+// marks it failed in the database (runs/list no longer shows it running).
+func TestTerminatedRunIsReconciledWithoutAReader(t *testing.T) {
+	e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-SEARCHER": {{Hang: true}}}))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go e.api.ReconcileEvery(ctx, 500*time.Millisecond)
+	id := e.startRun(e.createHierarchy(referenceHierarchy()), "to be terminated, unread")
+	waitFor(t, 30*time.Second, "the searcher's call", func() bool { return len(callsMatching(e.fake.Calls(), "W-SEARCHER")) > 0 })
+	if err := e.temporal.TerminateWorkflow(ctx, models.RunWorkflowID(id), "", "operator stop"); err != nil {
+		t.Fatal(err)
+	}
+	// Read the database directly: a read through the API would reconcile
+	// the run itself.
+	waitFor(t, 30*time.Second, "the stored run to be failed", func() bool {
+		run, err := e.store.GetRun(ctx, id)
+		return err == nil && run.Status == models.RunFailed && strings.Contains(run.Error, "operator stop")
+	})
 }
