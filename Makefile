@@ -10,7 +10,7 @@ GO         ?= go
 
 export TEMPORAL_CLI := $(TEMPORAL)
 
-.PHONY: run build test test-short bench migrate temporal-cli fmt vet clean
+.PHONY: run build test test-short bench migrate temporal-cli fmt vet clean cluster cluster-stop cluster-test
 
 ## run: build and start `executor dev` (HTTP API on :8080, Temporal Web UI on :8233)
 run: temporal-cli build
@@ -47,6 +47,26 @@ $(TEMPORAL_STAMP):
 	@mkdir -p $(BIN)
 	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
 	@rm -f $(BIN)/.temporal-v* && touch $@
+
+## cluster: a real Temporal server (PostgreSQL at CLUSTER_DATABASE_URL, frontend 127.0.0.1:7333) in the
+##   background, built once into ./bin; namespace and search attributes registered (docs/cluster.md)
+TEMPORAL_SERVER_VERSION := v1.29.1
+TEMPORAL_SERVER_STAMP := $(BIN)/.temporal-server-$(TEMPORAL_SERVER_VERSION)
+
+cluster: temporal-cli $(TEMPORAL_SERVER_STAMP)
+	BIN=$(BIN) TEMPORAL_SERVER_VERSION=$(TEMPORAL_SERVER_VERSION) ./cluster/setup.sh
+
+$(TEMPORAL_SERVER_STAMP):
+	BIN=$(BIN) GO=$(GO) TEMPORAL_SERVER_VERSION=$(TEMPORAL_SERVER_VERSION) ./cluster/build.sh
+	@rm -f $(BIN)/.temporal-server-v* && touch $@
+
+## cluster-stop: stop the server `make cluster` started (its databases stay)
+cluster-stop:
+	./cluster/stop.sh
+
+## cluster-test: the cluster layer: two API and two worker processes of `executor serve` on that server
+cluster-test: cluster
+	$(GO) test -tags cluster -count=1 -timeout 20m -v ./clustertest/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
