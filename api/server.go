@@ -107,7 +107,7 @@ func NewServer(opts Options) *Server {
 	if s.metrics != nil {
 		r.Use(s.observeRequests)
 	}
-	r.Use(markDialect, s.recoverPanics, s.logRequests, s.limitBody)
+	r.Use(markDialect, s.recoverPanics, s.logRequests, s.limitBody, s.rejectNULParams)
 	s.routeOps(r, opts.MetricsHandler)
 	r.NoRoute(func(c *gin.Context) {
 		s.writeError(c, models.Errorf(models.CodeRouteNotFound, "no route for %s %s", c.Request.Method, c.Request.URL.Path))

@@ -92,6 +92,9 @@ func (in *subAgentInput) toModel() (*models.SubAgent, error) {
 	if strings.TrimSpace(sa.SystemPrompt) == "" {
 		return nil, models.FieldError("system_prompt", "must not be empty")
 	}
+	if n := utf8.RuneCountInString(sa.Model); n > models.MaxModelLength {
+		return nil, models.FieldError("model", "must be at most %d characters, got %d", models.MaxModelLength, n)
+	}
 	if t := sa.Temperature; t != nil && (*t < 0 || *t > models.MaxTemperature) {
 		return nil, models.FieldError("temperature", "must be between 0 and 2, got %g", *t)
 	}

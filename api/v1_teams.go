@@ -270,7 +270,7 @@ func v1Field(f string) string {
 				return strings.TrimSuffix(f, k) + "llm_config." + k
 			}
 		}
-		if strings.Contains(f, "agent_configs[") && strings.HasSuffix(f, ".name") {
+		if strings.HasSuffix(f, ".name") {
 			return strings.TrimSuffix(f, "name") + "agent_name"
 		}
 	}

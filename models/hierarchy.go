@@ -18,8 +18,14 @@ const (
 
 // Limits and defaults that validation and the engine share.
 const (
-	MaxAgentIDLength     = 100
-	MaxNameLength        = 255
+	MaxAgentIDLength = 100
+	MaxNameLength    = 255
+	// MaxRoleLength and MaxModelLength are the widths of the columns that
+	// store a worker's role and an agent's model (store/migrations): the
+	// same limit on every database, where PostgreSQL would otherwise
+	// refuse a longer value and SQLite keep it.
+	MaxRoleLength        = 255
+	MaxModelLength       = 200
 	DefaultMaxIterations = 10
 	MaxMaxIterations     = 100
 	MaxTemperature       = 2.0
@@ -327,6 +333,15 @@ func validateAgent(field string, a *Agent, seenIDs map[string]string) error {
 		return FieldError(field+".agent_id", "duplicate agent_id %q: already used by %s; agent_ids must be unique within a hierarchy", a.AgentID, first)
 	}
 	seenIDs[a.AgentID] = field
+	if n := utf8.RuneCountInString(a.Name); n > MaxNameLength {
+		return FieldError(field+".name", "must be at most %d characters, got %d", MaxNameLength, n)
+	}
+	if n := utf8.RuneCountInString(a.Role); n > MaxRoleLength {
+		return FieldError(field+".role", "must be at most %d characters, got %d", MaxRoleLength, n)
+	}
+	if n := utf8.RuneCountInString(a.Model); n > MaxModelLength {
+		return FieldError(field+".model", "must be at most %d characters, got %d", MaxModelLength, n)
+	}
 	if a.Temperature != nil && (*a.Temperature < 0 || *a.Temperature > MaxTemperature) {
 		return FieldError(field+".temperature", "must be between 0 and 2, got %g", *a.Temperature)
 	}

@@ -7,6 +7,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"hash/crc64"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/glebarez/sqlite"
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -33,8 +35,9 @@ const (
 
 // Store is the service's database.
 type Store struct {
-	db      *gorm.DB
-	dialect string
+	db         *gorm.DB
+	dialect    string
+	sqlitePath string
 }
 
 // Open connects to databaseURL (a postgres:// URL) or, when it is empty, to
@@ -77,7 +80,11 @@ func Open(databaseURL, sqlitePath string) (*Store, error) {
 		}
 		sqlDB.SetMaxOpenConns(1)
 	}
-	return &Store{db: db, dialect: dialect}, nil
+	st := &Store{db: db, dialect: dialect}
+	if dialect == DialectSQLite {
+		st.sqlitePath = sqlitePath
+	}
+	return st, nil
 }
 
 // Dialect reports which database the store runs on.
@@ -116,8 +123,30 @@ func (s *Store) Migrate(ctx context.Context, log *slog.Logger) ([]int64, error) 
 	if s.dialect == DialectSQLite {
 		dialect = goose.DialectSQLite3
 		sub = sqliteMigrations{sub}
+		// Processes sharing the file (an API and a worker started
+		// together) migrate one after the other: goose has no locker for
+		// SQLite, and busy_timeout alone lets two of them both find a
+		// table missing and both create it.
+		unlock, err := lockFile(ctx, s.sqlitePath+".migrate-lock")
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
 	}
-	provider, err := goose.NewProvider(dialect, sqlDB, sub)
+	var opts []goose.ProviderOption
+	if s.dialect == DialectPostgres {
+		// Several processes may start at once (an API and a worker, or
+		// replicas each running `executor migrate`): a session-level
+		// advisory lock lets one migrate while the others wait, then find
+		// nothing left to do. The lock is per schema, so that processes on
+		// different schemas of one database do not wait for each other.
+		locker, err := s.migrationLocker(ctx)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, goose.WithSessionLocker(locker))
+	}
+	provider, err := goose.NewProvider(dialect, sqlDB, sub, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
 	}
@@ -133,6 +162,22 @@ func (s *Store) Migrate(ctx context.Context, log *slog.Logger) ([]int64, error) 
 		}
 	}
 	return applied, nil
+}
+
+// migrationLocker is the advisory lock migrations run under on PostgreSQL:
+// its id is derived from the database and schema migrated, it is tried every
+// second, for up to ten minutes.
+func (s *Store) migrationLocker(ctx context.Context) (lock.SessionLocker, error) {
+	var where string
+	if err := s.db.WithContext(ctx).Raw("SELECT current_database() || '.' || coalesce(current_schema(), '')").Scan(&where).Error; err != nil {
+		return nil, fmt.Errorf("migrations: find the schema: %w", err)
+	}
+	id := int64(crc64.Checksum([]byte("executor-migrations:"+where), crc64.MakeTable(crc64.ECMA)))
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(id), lock.WithLockTimeout(1, 600))
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	return locker, nil
 }
 
 // sqliteMigrations serves the migrations written for PostgreSQL to SQLite.

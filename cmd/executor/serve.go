@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,8 +16,6 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 	temporallog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/testsuite"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/op-stack/executor/api"
@@ -206,6 +202,9 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) err
 		}
 		parts.api, parts.http = srv, httpServer
 		log.Info("HTTP API listening", "addr", addr, "metrics", metricsOnAPI)
+		// Runs whose workflows ended without them (terminated, timed out)
+		// are marked failed even when nobody reads them.
+		go srv.ReconcileEvery(ctx, cfg.ReconcileInterval)
 	}
 
 	var runErr error
@@ -301,11 +300,19 @@ func shutdown(log *slog.Logger, budget time.Duration, p running) stopping {
 
 // dev runs the whole service on embedded defaults: when TEMPORAL_ADDRESS is
 // unset it starts the Temporal dev server (with its Web UI) from the pinned
-// temporal CLI and stops it on exit.
+// temporal CLI and stops it on exit. Its ports (TEMPORAL_DEV_PORT,
+// TEMPORAL_UI_PORT, and HTTP_ADDR) must be free: it exits with an error
+// naming the port otherwise, and never uses a server it did not start
+// unless TEMPORAL_ADDRESS names it.
 func dev(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if cfg.TemporalAddress == "" {
+		// Fail at once, naming the port, rather than start a dev server
+		// that cannot bind or end up using whatever listens there.
+		if err := checkPortsFree(devPorts(cfg)); err != nil {
+			return err
+		}
 		var (
-			ds  *testsuite.DevServer
+			ds  *devServer
 			err error
 		)
 		withoutEnv("OTEL_", func() { ds, err = startDevServer(ctx, cfg, log) })
@@ -343,50 +350,6 @@ func withoutEnv(prefix string, f func()) {
 		}
 	}()
 	f()
-}
-
-func startDevServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*testsuite.DevServer, error) {
-	dbFile := filepath.Join(cfg.DataDir, "temporal.db")
-	if err := mkdirAll(cfg.DataDir); err != nil {
-		return nil, err
-	}
-	hostPort := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.DevServerPort))
-	log.Info("starting Temporal dev server", "cli", cfg.TemporalCLI, "address", hostPort, "db", dbFile)
-	var extra []string
-	if cfg.DevServerTuned {
-		extra = devServerTuning
-	}
-	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	ds, err := testsuite.StartDevServer(startCtx, testsuite.DevServerOptions{
-		ExistingPath: cfg.TemporalCLI,
-		ClientOptions: &client.Options{
-			HostPort:  hostPort,
-			Namespace: cfg.TemporalNamespace,
-			Logger:    temporallog.NewStructuredLogger(log.With("component", "devserver")),
-		},
-		DBFilename: dbFile,
-		// The runs' search attributes, so the Web UI and
-		// `temporal workflow list --query 'HierarchyId="…"'` find them.
-		SearchAttributes: temporal.NewSearchAttributes(
-			models.SearchHierarchyID.ValueSet(""), models.SearchRunStatus.ValueSet(""), models.SearchHierarchyName.ValueSet(""),
-		),
-		EnableUI:  true,
-		UIPort:    strconv.Itoa(cfg.DevServerUIPort),
-		LogLevel:  "warn",
-		ExtraArgs: extra,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start Temporal dev server with %s (run `make run`, which builds it): %w", cfg.TemporalCLI, err)
-	}
-	// start-dev registers --search-attribute only in a new database; an
-	// existing .data/temporal.db from an older version gets them here.
-	if err := addSearchAttributes(startCtx, ds.Client(), cfg.TemporalNamespace); err != nil {
-		log.Warn("register search attributes", "error", err)
-	}
-	ds.Client().Close()
-	log.Info("Temporal dev server ready", "address", hostPort, "web_ui", fmt.Sprintf("http://localhost:%d", cfg.DevServerUIPort))
-	return ds, nil
 }
 
 // devServerTuning removes the dev server's ~100 ms per activity: its single

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Short fuzzing of the API's request decoders and the SSE event encoding
+# (api/fuzz_test.go, api/hub_fuzz_test.go), FUZZTIME (default 10s) per
+# target and database. Their seed corpora (api/testdata/fuzz/) already run
+# with every `go test`; this explores beyond them. A failing input is
+# written to api/testdata/fuzz/<target>/ and the script fails.
+#
+# The HTTP targets run once on SQLite alone, then, with TEST_DATABASE_URL
+# set, on SQLite and PostgreSQL together (each input on both).
+# -fuzzminimizetime 0: results depend on the database's state, so nearly
+# every input looks new to the coverage-guided engine, and minimizing each
+# would stall the run; a failure is reported as found.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fuzztime="${FUZZTIME:-10s}"
+pg_url="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
+
+run() { # target, then environment assignments
+  local target=$1
+  shift
+  echo "fuzz: $target ($*) for $fuzztime"
+  env "$@" go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -fuzzminimizetime 0 ./api/
+}
+
+run FuzzEncodeFrame TEST_DATABASE_URL=
+for target in FuzzHierarchyCreate FuzzV1TeamCreate; do
+  run "$target" TEST_DATABASE_URL=
+  run "$target" TEST_DATABASE_URL="$pg_url"
+done
