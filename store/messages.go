@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -60,7 +61,7 @@ func saveMessage(db *gorm.DB, m *Message) error {
 	now := time.Now().UTC()
 	row := messageRow{
 		ID: m.ID, RunID: m.RunID, ParentMessageID: m.ParentMessageID, AgentID: m.AgentID, AgentType: m.AgentType,
-		AgentName: m.AgentName, TeamName: m.TeamName, Depth: m.Depth, Path: string(path), Content: m.Content,
+		AgentName: m.AgentName, TeamName: m.TeamName, Depth: m.Depth, Path: string(path), Content: withoutNUL(m.Content),
 		CreatedAt: now, UpdatedAt: now,
 	}
 	return db.Clauses(clause.OnConflict{
@@ -171,4 +172,12 @@ func (s *Store) HydrateResult(ctx context.Context, r *models.RunResult) (*models
 	out.Teams = models.CloneTeams(r.Teams)
 	models.HydrateOutputs(out.Teams, whole)
 	return &out, nil
+}
+
+// withoutNUL replaces NUL characters, which a PostgreSQL text column cannot
+// hold (a model may still produce them), with U+FFFD; the same on SQLite,
+// so both databases store the same text. JSON columns need nothing: JSON
+// escapes NUL.
+func withoutNUL(s string) string {
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
 }

@@ -68,3 +68,24 @@ func TestHydrateResultLeavesItsInputAlone(t *testing.T) {
 		}
 	})
 }
+
+// TestNULInAnswersIsStoredSafely: a model's answer may contain NUL, which a
+// PostgreSQL text column refuses; both databases store U+FFFD instead.
+func TestNULInAnswersIsStoredSafely(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		src := models.Source{AgentID: "w-1", AgentType: models.AgentTypeWorker, AgentName: "writer"}
+		rec := models.AnswerRecord{RunID: "run-nul", MessageID: "msg_nul", Source: src, Content: "before\x00after",
+			Calls: []models.LLMCallRecord{{ID: "c1", RunID: "run-nul", Status: "ok", Error: ""}}}
+		if err := st.SaveAnswer(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		tree, err := st.MessageTree(ctx, "run-nul")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tree) != 1 || tree[0].Content != "before\uFFFDafter" {
+			t.Fatalf("stored %+v", tree)
+		}
+	})
+}

@@ -125,14 +125,14 @@ func (s *Store) SetRunStatus(ctx context.Context, u models.RunStatusUpdate) erro
 	case models.RunCompleted, models.RunFailed, models.RunCancelled, models.RunTimedOut:
 		updates["completed_at"] = now
 		updates["started_at"] = gorm.Expr("COALESCE(started_at, ?)", now)
-		updates["error"] = u.Error
+		updates["error"] = withoutNUL(u.Error)
 		if u.Result != nil {
 			raw, err := json.Marshal(u.Result)
 			if err != nil {
 				return err
 			}
 			updates["result"] = string(raw)
-			updates["final_answer"] = u.Result.FinalAnswer
+			updates["final_answer"] = withoutNUL(u.Result.FinalAnswer)
 		}
 	default:
 		return fmt.Errorf("unknown run status %q", u.Status)
