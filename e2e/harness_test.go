@@ -395,3 +395,20 @@ func callsMatching(calls []llmfake.Call, s string) []llmfake.Call {
 	}
 	return out
 }
+
+// storedEvents reads a run's whole stored log from the database.
+func (e *testEnv) storedEvents(id string) []models.Event {
+	e.t.Helper()
+	var all []models.Event
+	for after := int64(0); ; {
+		page, err := e.store.ListEvents(context.Background(), id, store.EventFilter{After: after, Limit: 1000})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if len(page) == 0 {
+			return all
+		}
+		all = append(all, page...)
+		after = page[len(page)-1].Sequence
+	}
+}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/op-stack/executor/llm/llmfake"
 	"github.com/op-stack/executor/models"
-	"github.com/op-stack/executor/store"
 )
 
 // privatePostgres is a PostgreSQL server of the test's own (initdb and
@@ -179,18 +178,7 @@ func TestDatabaseOutageMidRun(t *testing.T) {
 	if ok != 11 {
 		t.Errorf("%d successful llm_call rows, want one per call: 11", ok)
 	}
-	var events []models.Event
-	for after := int64(0); ; {
-		page, err := e.store.ListEvents(ctx, id, store.EventFilter{After: after, Limit: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		events = append(events, page...)
-		after = page[len(page)-1].Sequence
-	}
+	events := e.storedEvents(id)
 	searcher := 0
 	for i, ev := range events {
 		if ev.Sequence != int64(i+1) {

@@ -18,7 +18,6 @@ import (
 	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/llm/llmfake"
 	"github.com/op-stack/executor/models"
-	"github.com/op-stack/executor/store"
 )
 
 // sseMessage is one message as a client written against contract 002 sees
@@ -428,18 +427,7 @@ func TestLongRunStaysBounded(t *testing.T) {
 	t.Logf("211 calls x 2,000 tokens: %d run executions, %d executions in all", runs, len(resp.Executions))
 
 	// The stored log is complete: gap-free, every worker's text whole.
-	var all []models.Event
-	for after := int64(0); ; {
-		page, err := e.store.ListEvents(ctx, id, store.EventFilter{After: after, Limit: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		all = append(all, page...)
-		after = page[len(page)-1].Sequence
-	}
+	all := e.storedEvents(id)
 	text := map[string]int{}
 	for i, ev := range all {
 		if ev.Sequence != int64(i+1) {

@@ -98,17 +98,7 @@ func (b *Broker) expectEcho(runID string) {
 // cancelEcho withdraws an expected echo whose NOTIFY failed. If the count
 // is already spent, a notification from elsewhere was dropped in its
 // place, and no echo will come after it: wake the subscribers now.
-func (b *Broker) cancelEcho(runID string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if n := b.echoes[runID]; n > 0 {
-		b.dropEcho(runID, n)
-		return
-	}
-	for s := range b.subs[runID] {
-		s.wake()
-	}
-}
+func (b *Broker) cancelEcho(runID string) { b.spendEchoOrWake(runID) }
 
 // dropEcho spends one expected echo of runID, which has n. b.mu is held.
 func (b *Broker) dropEcho(runID string, n int) {
@@ -124,7 +114,11 @@ func (b *Broker) dropEcho(runID string, n int) {
 // echo from another process's notification that arrives before it; if it
 // drops the latter, the echo still to come wakes the subscribers after it,
 // so nothing is missed.
-func (b *Broker) notifyHeard(runID string) {
+func (b *Broker) notifyHeard(runID string) { b.spendEchoOrWake(runID) }
+
+// spendEchoOrWake spends one expected echo of runID if there is one, and
+// otherwise wakes the run's subscribers.
+func (b *Broker) spendEchoOrWake(runID string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if n := b.echoes[runID]; n > 0 {
