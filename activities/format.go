@@ -63,7 +63,7 @@ func (a *Activities) FormatResults(ctx context.Context, in models.FormatInput) (
 	sup := in.Supervisor
 	schema, strict := tmpl.Schema()
 	req := llm.Request{
-		Model:       modelFor(sup, in.Options),
+		Model:       in.Options.ModelFor(sup),
 		Messages:    formatMessages(in, tmpl),
 		Temperature: sup.Temperature,
 		JSONSchema:  &llm.JSONSchema{Name: "output_template", Schema: schema, Strict: strict},

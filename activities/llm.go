@@ -42,7 +42,7 @@ func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models
 	defer pub.close()
 	pub.deferWrites, pub.retryMax = in.DeferWrites, in.RunOptions.RetryMax
 	req := llm.Request{
-		Model:       modelFor(in.Supervisor, in.RunOptions),
+		Model:       in.RunOptions.ModelFor(in.Supervisor),
 		Messages:    decisionMessages(in, contextLimit(in.RunOptions)),
 		Temperature: in.Supervisor.Temperature,
 		MaxTokens:   in.Supervisor.MaxTokens,
@@ -106,7 +106,7 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 	defer pub.close()
 	pub.deferWrites, pub.retryMax = in.DeferWrites, in.RunOptions.RetryMax
 	req := llm.Request{
-		Model:       modelFor(in.Agent, in.RunOptions),
+		Model:       in.RunOptions.ModelFor(in.Agent),
 		Messages:    append(respondMessages(in, contextLimit(in.RunOptions)), transcriptMessages(in.Transcript)...),
 		Temperature: in.Agent.Temperature,
 		MaxTokens:   in.Agent.MaxTokens,
@@ -303,13 +303,6 @@ func (a *Activities) llmFailure(ctx context.Context, source models.Source, model
 		delay = retryMax
 	}
 	return temporal.NewApplicationErrorWithOptions(msg, ErrLLMUnavailable, temporal.ApplicationErrorOptions{NextRetryDelay: delay})
-}
-
-func modelFor(agent models.Agent, o models.RunOptions) string {
-	if agent.Model != "" {
-		return agent.Model
-	}
-	return o.DefaultModel
 }
 
 func contextLimit(o models.RunOptions) int {

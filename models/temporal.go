@@ -91,6 +91,15 @@ type RunOptions struct {
 	SearchAttributes bool `json:"search_attributes,omitempty"`
 }
 
+// ModelFor is the model an agent's calls use: its own, else the run's
+// default.
+func (o RunOptions) ModelFor(agent Agent) string {
+	if agent.Model != "" {
+		return agent.Model
+	}
+	return o.DefaultModel
+}
+
 // RunInput starts a RunWorkflow.
 type RunInput struct {
 	RunID     string     `json:"run_id"`
@@ -147,18 +156,6 @@ type TeamOutput struct {
 	StartedAt   *time.Time     `json:"started_at,omitempty"`
 	CompletedAt *time.Time     `json:"completed_at,omitempty"`
 	Workers     []WorkerOutput `json:"workers"`
-}
-
-// Summary joins a turn's outputs for the prompts of later agents.
-func (t TeamOutput) Summary() string {
-	var b strings.Builder
-	for i, o := range t.Workers {
-		if i > 0 {
-			b.WriteString("\n\n")
-		}
-		fmt.Fprintf(&b, "%s: %s", o.Name, o.Output)
-	}
-	return b.String()
 }
 
 // WorkerOutput is one worker call's answer. In a workflow's state, Output

@@ -127,10 +127,10 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 		rec := models.AnswerRecord{RunID: t.RunID, Calls: answer.Calls}
 		if len(answer.ToolCalls) == 0 {
 			// The turn's final answer, stored under the id its stream carried.
-			rec.MessageID, rec.ParentMessageID = deferredID(t.Options, t.MessageID), t.ParentMessageID
+			rec.MessageID, rec.ParentMessageID = t.MessageID, t.ParentMessageID
 			rec.Source, rec.Content = t.Source, answer.Output
 		}
-		if err := saveAnswer(ctx, rec); err != nil {
+		if err := saveAnswer(ctx, t.Options, rec); err != nil {
 			return res, err
 		}
 		res.Usage = res.Usage.Add(answer.Usage)

@@ -110,9 +110,11 @@ const (
 const storeOutageLimit = 24 * time.Hour
 
 // saveAnswer stores what an LLM activity returned when its writes were
-// deferred: a local activity, retried until the database answers.
-func saveAnswer(ctx workflow.Context, rec models.AnswerRecord) error {
-	if len(rec.Calls) == 0 && rec.MessageID == "" {
+// deferred (o.DeferWrites): a local activity, retried until the database
+// answers. In a run from before changeAnswerSaveStep the activity stored
+// them itself, and there is nothing to do.
+func saveAnswer(ctx workflow.Context, o models.RunOptions, rec models.AnswerRecord) error {
+	if !o.DeferWrites || (len(rec.Calls) == 0 && rec.MessageID == "") {
 		return nil
 	}
 	return workflow.ExecuteLocalActivity(storeLocalContext(ctx), a.SaveAnswer, rec).Get(ctx, nil)
@@ -136,25 +138,11 @@ func storeLocalContext(ctx workflow.Context) workflow.Context {
 }
 
 func agentSummary(team string, agent models.Agent, o models.RunOptions) string {
-	model := agent.Model
-	if model == "" {
-		model = o.DefaultModel
-	}
 	name := agent.Name
 	if team != "" {
 		name = team + "/" + name
 	}
-	return name + " · " + model
-}
-
-// deferredID is the message id the workflow stores an answer under: none
-// when the activity stored it itself (a run from before
-// changeAnswerSaveStep).
-func deferredID(o models.RunOptions, messageID string) string {
-	if !o.DeferWrites {
-		return ""
-	}
-	return messageID
+	return name + " · " + o.ModelFor(agent)
 }
 
 // llmTimeout is how long one attempt of an agent's LLM call may take.
@@ -185,17 +173,10 @@ func llmError(err error, source models.Source, agent models.Agent, o models.RunO
 		enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START: "schedule-to-start",
 	}[timeout.TimeoutType()]
 	msg := fmt.Sprintf("%s %q (agent_id %s) calling model %q: no answer within the %s timeout of %s, on every attempt",
-		source.AgentType, source.AgentName, source.AgentID, modelOf(agent, o), kind, limit)
+		source.AgentType, source.AgentName, source.AgentID, o.ModelFor(agent), kind, limit)
 	return temporal.NewNonRetryableApplicationError(msg, errLLMTimeout, err)
 }
 
 // errLLMTimeout is the error type of an LLM call that timed out on every
 // attempt.
 const errLLMTimeout = "LLMTimeout"
-
-func modelOf(agent models.Agent, o models.RunOptions) string {
-	if agent.Model != "" {
-		return agent.Model
-	}
-	return o.DefaultModel
-}

@@ -208,8 +208,8 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 		return nil, llmError(err, gs, w.hier.GlobalSupervisor, w.in.Options)
 	}
 	w.applyReturned(final.Events)
-	if err := saveAnswer(work, models.AnswerRecord{
-		RunID: w.in.RunID, Calls: final.Calls, MessageID: deferredID(w.in.Options, finalID), Source: gs, Content: final.Output,
+	if err := saveAnswer(work, w.in.Options, models.AnswerRecord{
+		RunID: w.in.RunID, Calls: final.Calls, MessageID: finalID, Source: gs, Content: final.Output,
 	}); err != nil {
 		return nil, err
 	}
@@ -296,7 +296,7 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 			return llmError(err, gs, w.hier.GlobalSupervisor, w.in.Options)
 		}
 		w.applyReturned(d.Events)
-		if err := saveAnswer(ctx, models.AnswerRecord{RunID: w.in.RunID, Calls: d.Calls}); err != nil {
+		if err := saveAnswer(ctx, w.in.Options, models.AnswerRecord{RunID: w.in.RunID, Calls: d.Calls}); err != nil {
 			return err
 		}
 		s.Usage = s.Usage.Add(d.Usage)

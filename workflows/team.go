@@ -76,7 +76,7 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink) (*models.Te
 			return nil, llmError(err, source, team.Supervisor, in.Options)
 		}
 		sink.apply(d.Events)
-		if err := saveAnswer(ctx, models.AnswerRecord{RunID: in.RunID, Calls: d.Calls}); err != nil {
+		if err := saveAnswer(ctx, in.Options, models.AnswerRecord{RunID: in.RunID, Calls: d.Calls}); err != nil {
 			return nil, err
 		}
 		s.Usage = s.Usage.Add(d.Usage)
