@@ -29,6 +29,11 @@ var (
 	CodeExecutionNotFound     = Code{"EXECUTION_NOT_FOUND", 40402, 404}
 	CodeSubAgentNotFound      = Code{"SUBAGENT_NOT_FOUND", 40403, 404}
 	CodeRouteNotFound         = Code{"NOT_FOUND", 40404, 404}
+	CodeInvalidAPIKey         = Code{"INVALID_API_KEY", 40101, 401}
+	CodePermissionDenied      = Code{"PERMISSION_DENIED", 40301, 403}
+	CodeIdempotencyKeyReused  = Code{"IDEMPOTENCY_KEY_REUSED", 40903, 409}
+	CodeUnsupportedMediaType  = Code{"UNSUPPORTED_MEDIA_TYPE", 41501, 415}
+	CodeRateLimited           = Code{"RATE_LIMIT_EXCEEDED", 42901, 429}
 	CodeExecutionInProgress   = Code{"EXECUTION_IN_PROGRESS", 40901, 409}
 	CodeAlreadyExists         = Code{"TEAM_ALREADY_EXISTS", 40902, 409}
 	CodeResourceLimitExceeded = Code{"RESOURCE_LIMIT_EXCEEDED", 41301, 413}
@@ -43,8 +48,10 @@ func AllCodes() []Code {
 	return []Code{
 		CodeInvalidParameters, CodeInvalidConfig, CodeInvalidDependencies,
 		CodeProviderNotSupported, CodeMissingAPIKey,
+		CodeInvalidAPIKey, CodePermissionDenied,
 		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeRouteNotFound,
-		CodeExecutionInProgress, CodeAlreadyExists, CodeResourceLimitExceeded,
+		CodeExecutionInProgress, CodeAlreadyExists, CodeIdempotencyKeyReused, CodeResourceLimitExceeded,
+		CodeUnsupportedMediaType, CodeRateLimited,
 		CodeSystemError, CodeExecutionFailed, CodeUnavailable, CodeExecutionTimeout,
 	}
 }
