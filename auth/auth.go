@@ -75,6 +75,9 @@ const (
 	MethodNone   Method = "none"    // AUTH_MODE=off
 	MethodAPIKey Method = "api_key" // a key issued by `executor apikeys create`
 	MethodOIDC   Method = "oidc"    // a JWT of the configured identity provider
+	// MethodStreamToken is a run's short-lived stream token, for browsers'
+	// EventSource, which cannot send an Authorization header.
+	MethodStreamToken Method = "stream_token"
 )
 
 // Principal is who a request acts as.
@@ -85,6 +88,9 @@ type Principal struct {
 	// KeyID is the id of the API key (never the key), or the token's
 	// subject for OIDC; it names the caller in logs and rate limits.
 	KeyID string
+	// RunID, when set, restricts the principal to that one run: a stream
+	// token's principal.
+	RunID string
 }
 
 // Anonymous is the principal of every request when access control is off:
