@@ -13,7 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Scope is one permission a key or token carries.
@@ -161,4 +163,21 @@ func HashSecret(secret string) string {
 // LooksLikeAPIKey reports whether credential has an API key's shape.
 func LooksLikeAPIKey(credential string) bool {
 	return strings.HasPrefix(credential, APIKeyPrefix) && len(credential) == len(APIKeyPrefix)+43
+}
+
+// ParseTTL reads a key lifetime: a Go duration (720h) or whole days (90d).
+func ParseTTL(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n <= 0 {
+			return 0, fmt.Errorf("want a positive number of days such as 90d, got %q", v)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("want a positive duration such as 720h or 90d, got %q", v)
+	}
+	return d, nil
 }

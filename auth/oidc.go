@@ -155,7 +155,10 @@ func tokenScopes(raw json.RawMessage) ([]Scope, error) {
 	var out []Scope
 	for _, n := range names {
 		s := Scope(strings.TrimSpace(n))
-		if slices.Contains(AllScopes(), s) && !slices.Contains(out, s) {
+		// admin is never taken from a token: an identity provider may put a
+		// generic "admin" scope in tokens for other applications, and here
+		// it would open every tenant. Cross-tenant access needs an API key.
+		if s != ScopeAdmin && slices.Contains(AllScopes(), s) && !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}

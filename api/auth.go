@@ -1,0 +1,228 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/op-stack/executor/auth"
+	"github.com/op-stack/executor/models"
+)
+
+// Access modes (AUTH_MODE).
+const (
+	// AuthOff serves every request as auth.Anonymous: the default tenant,
+	// with every scope. For a developer's machine only.
+	AuthOff = "off"
+	// AuthRequired needs an API key or identity-provider token on every
+	// route but the probes and metrics.
+	AuthRequired = "required"
+)
+
+// Access configures access control.
+type Access struct {
+	// Mode is AuthOff or AuthRequired; empty is AuthOff.
+	Mode string
+	// Authenticator checks bearer credentials; nil refuses them all
+	// (AuthRequired with no way in).
+	Authenticator auth.Authenticator
+	// StreamTokenTTL is how long a run's stream token may be used to
+	// connect (and reconnect); zero: DefaultStreamTokenTTL.
+	StreamTokenTTL time.Duration
+	// RateLimit is each caller's request rate; zero RPS: unlimited.
+	RateLimit RateLimit
+	// MaxConcurrentRuns is how many runs a tenant may have pending or
+	// running at once; zero: unlimited.
+	MaxConcurrentRuns int
+	// CORSOrigins are the browser origins allowed to call the API; none:
+	// cross-origin browser requests are refused.
+	CORSOrigins []string
+	// IdempotencyTTL is how long an Idempotency-Key is remembered; zero:
+	// DefaultIdempotencyTTL.
+	IdempotencyTTL time.Duration
+}
+
+// DefaultStreamTokenTTL is how long a stream token may be used when
+// Access.StreamTokenTTL is zero.
+const DefaultStreamTokenTTL = 10 * time.Minute
+
+// DefaultIdempotencyTTL is how long Idempotency-Keys are kept when
+// Access.IdempotencyTTL is zero.
+const DefaultIdempotencyTTL = 24 * time.Hour
+
+// StreamTokenPrefix starts every stream token.
+const StreamTokenPrefix = "ost_"
+
+// rule is what a route needs from its caller.
+type rule struct {
+	// public routes need no credentials (probes, metrics).
+	public bool
+	scope  auth.Scope
+	// streamToken routes also accept a run's stream token in ?token=, for
+	// browsers' EventSource, which cannot send an Authorization header.
+	streamToken bool
+}
+
+// routeRules maps every route ("METHOD /full/path") to its rule. A route
+// registered without a rule makes NewServer panic, and the route-table test
+// checks each rule's effect, so no route is ever served unguarded.
+func routeRules() map[string]rule {
+	hr, hw := rule{scope: auth.ScopeHierarchiesRead}, rule{scope: auth.ScopeHierarchiesWrite}
+	rr, rw := rule{scope: auth.ScopeRunsRead}, rule{scope: auth.ScopeRunsWrite}
+	stream := rule{scope: auth.ScopeRunsRead, streamToken: true}
+	admin := rule{scope: auth.ScopeAdmin}
+	public := rule{public: true}
+	e := ExecutorPrefix
+	return map[string]rule{
+		"GET /healthz": public,
+		"GET /readyz":  public,
+		"GET /metrics": public,
+
+		"POST " + e + "/hierarchies/create": hw,
+		"POST " + e + "/hierarchies/get":    hr,
+		"POST " + e + "/hierarchies/update": hw,
+		"POST " + e + "/hierarchies/delete": hw,
+		"POST " + e + "/hierarchies/list":   hr,
+
+		"POST " + e + "/subagents/create": hw,
+		"POST " + e + "/subagents/get":    hr,
+		"POST " + e + "/subagents/update": hw,
+		"POST " + e + "/subagents/delete": hw,
+		"POST " + e + "/subagents/list":   hr,
+
+		"POST " + e + "/runs/start":        rw,
+		"POST " + e + "/runs/get":          rr,
+		"POST " + e + "/runs/list":         rr,
+		"POST " + e + "/runs/cancel":       rw,
+		"POST " + e + "/runs/events":       rr,
+		"POST " + e + "/runs/messages":     rr,
+		"POST " + e + "/runs/stream":       rr,
+		"POST " + e + "/runs/stream-token": rr,
+		"GET " + e + "/runs/:id/stream":    stream,
+		"POST " + e + "/runs/results":      rr,
+		// Formatting calls a model, which costs money: it is a write.
+		"POST " + e + "/runs/results/format": rw,
+
+		"POST " + e + "/apikeys/create": admin,
+		"POST " + e + "/apikeys/list":   admin,
+		"POST " + e + "/apikeys/revoke": admin,
+
+		"POST " + V1Prefix + "/hierarchical-teams":             hw,
+		"GET " + V1Prefix + "/hierarchical-teams/:id":          hr,
+		"PUT " + V1Prefix + "/hierarchical-teams/:id":          hw,
+		"DELETE " + V1Prefix + "/hierarchical-teams/:id":       hw,
+		"POST " + V1Prefix + "/hierarchical-teams/:id/execute": rw,
+
+		"GET " + V1Prefix + "/executions/:id":                 rr,
+		"GET " + V1Prefix + "/executions/:id/stream":          stream,
+		"POST " + V1Prefix + "/executions/:id/stream-token":   rr,
+		"GET " + V1Prefix + "/executions/:id/results":         rr,
+		"POST " + V1Prefix + "/executions/:id/results/format": rw,
+		"POST " + V1Prefix + "/executions/:id/cancel":         rw,
+	}
+}
+
+// checkRouteRules panics naming every registered route without a rule and
+// every rule without a route: both are programming errors that must not
+// reach a running service.
+func checkRouteRules(routes gin.RoutesInfo, rules map[string]rule) {
+	seen := map[string]bool{}
+	var missing, stale []string
+	for _, r := range routes {
+		k := r.Method + " " + r.Path
+		seen[k] = true
+		if _, ok := rules[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	for k := range rules {
+		if !seen[k] && k != "GET /metrics" {
+			stale = append(stale, k)
+		}
+	}
+	if len(missing)+len(stale) > 0 {
+		sort.Strings(missing)
+		sort.Strings(stale)
+		panic(fmt.Sprintf("api: routes without an access rule: %v; rules without a route: %v", missing, stale))
+	}
+}
+
+// authenticate decides who the request comes from and whether the route
+// lets them in: public routes pass; with AUTH_MODE=off everyone is
+// auth.Anonymous; otherwise a bearer API key or token (or, on a stream
+// route, a stream token for that run) is required, and the route's scope.
+// Failures are answered 401 INVALID_API_KEY or 403 PERMISSION_DENIED in the
+// route's dialect. Tenancy (another tenant's object is not found) is
+// checked by the handlers, which know the object.
+func (s *Server) authenticate(c *gin.Context) {
+	r, known := s.rules[c.Request.Method+" "+c.FullPath()]
+	if known && r.public {
+		c.Next()
+		return
+	}
+	var p auth.Principal
+	switch {
+	case s.access.Mode != AuthRequired:
+		p = auth.Anonymous()
+	case known && r.streamToken && c.Query("token") != "":
+		var err error
+		if p, err = s.streamTokenPrincipal(c.Request.Context(), c.Query("token"), c.Param("id")); err != nil {
+			s.refuse(c, err)
+			return
+		}
+	default:
+		cred, err := bearer(c.Request)
+		if err == nil {
+			if s.access.Authenticator == nil {
+				err = auth.ErrInvalidCredentials
+			} else {
+				p, err = s.access.Authenticator.Authenticate(c.Request.Context(), cred)
+			}
+		}
+		if err != nil {
+			s.refuse(c, err)
+			return
+		}
+	}
+	c.Request = c.Request.WithContext(auth.WithPrincipal(c.Request.Context(), p))
+	if known && !p.Has(r.scope) {
+		s.writeError(c, models.Errorf(models.CodePermissionDenied, "this route needs the %s scope", r.scope))
+		return
+	}
+	c.Next()
+}
+
+// refuse answers an authentication failure: 401 for bad credentials, the
+// error itself (503 when the key store is down) otherwise.
+func (s *Server) refuse(c *gin.Context, err error) {
+	if errors.Is(err, auth.ErrInvalidCredentials) {
+		c.Header("WWW-Authenticate", `Bearer realm="op-stack-executor"`)
+		s.writeError(c, models.Errorf(models.CodeInvalidAPIKey, "a valid API key is required: send Authorization: Bearer <key>"))
+		return
+	}
+	s.writeError(c, err)
+}
+
+// bearer is the credential of an Authorization: Bearer header.
+func bearer(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	scheme, cred, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(cred) == "" {
+		return "", auth.ErrInvalidCredentials
+	}
+	return strings.TrimSpace(cred), nil
+}
+
+// principal is the caller of the request, set by authenticate. A request
+// that somehow skipped it gets the zero principal: no tenant, no scope, so
+// it sees nothing.
+func principal(c *gin.Context) auth.Principal {
+	p, _ := auth.PrincipalFrom(c.Request.Context())
+	return p
+}
