@@ -80,6 +80,9 @@ func Open(databaseURL, sqlitePath string) (*Store, error) {
 		}
 		sqlDB.SetMaxOpenConns(1)
 	}
+	if err := registerRedaction(db); err != nil {
+		return nil, err
+	}
 	st := &Store{db: db, dialect: dialect}
 	if dialect == DialectSQLite {
 		st.sqlitePath = sqlitePath
@@ -105,7 +108,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return sqlDB.PingContext(ctx)
+	return redactUnavailable(sqlDB.PingContext(ctx))
 }
 
 // Migrate applies every pending schema migration and returns the versions

@@ -19,6 +19,10 @@ func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
+	var redacted *unavailableError
+	if errors.As(err, &redacted) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		// Class 08: connection exception; 57P01–57P03: the server is
