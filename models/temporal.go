@@ -79,6 +79,13 @@ type RunOptions struct {
 	// ContinueAsNewAfter is the history length past which the run's
 	// workflow continues as new at its next safe point.
 	ContinueAsNewAfter int `json:"continue_as_new_after"`
+	// MaxDelegationsPerTurn caps the sub-agents one agent turn starts
+	// through `delegate`; MaxDelegationsPerRun the sub-agents of the whole
+	// run, nested ones and those of earlier executions (continue-as-new)
+	// included. Calls over a cap are refused, not run. 0 (a run started
+	// before the caps) means the defaults.
+	MaxDelegationsPerTurn int `json:"max_delegations_per_turn,omitempty"`
+	MaxDelegationsPerRun  int `json:"max_delegations_per_run,omitempty"`
 	// MaxParallelTeams overrides the hierarchy's for this run (spec 001
 	// execution_config); 0 keeps the hierarchy's.
 	MaxParallelTeams int `json:"max_parallel_teams,omitempty"`
