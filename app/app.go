@@ -30,15 +30,17 @@ import (
 // RunOptions resolves the per-run engine settings from the configuration.
 func RunOptions(cfg config.Config) models.RunOptions {
 	return models.RunOptions{
-		LLMCallTimeout:     cfg.LLMCallTimeout,
-		HeartbeatTimeout:   cfg.LLMHeartbeatTimeout,
-		MaxAttempts:        int32(cfg.LLMMaxAttempts),
-		RetryInitial:       cfg.LLMRetryInitial,
-		RetryMax:           cfg.LLMRetryMax,
-		DefaultModel:       cfg.LLMDefaultModel,
-		ContextCharLimit:   cfg.ContextCharLimit,
-		ContextTotalChars:  cfg.ContextTotalChars,
-		ContinueAsNewAfter: cfg.ContinueAsNewAfter,
+		LLMCallTimeout:        cfg.LLMCallTimeout,
+		HeartbeatTimeout:      cfg.LLMHeartbeatTimeout,
+		MaxAttempts:           int32(cfg.LLMMaxAttempts),
+		RetryInitial:          cfg.LLMRetryInitial,
+		RetryMax:              cfg.LLMRetryMax,
+		DefaultModel:          cfg.LLMDefaultModel,
+		ContextCharLimit:      cfg.ContextCharLimit,
+		ContextTotalChars:     cfg.ContextTotalChars,
+		ContinueAsNewAfter:    cfg.ContinueAsNewAfter,
+		MaxDelegationsPerTurn: cfg.MaxDelegationsPerTurn,
+		MaxDelegationsPerRun:  cfg.MaxDelegationsPerRun,
 	}
 }
 

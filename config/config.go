@@ -68,6 +68,11 @@ type Config struct {
 	ContextCharLimit    int
 	ContextTotalChars   int
 	ContinueAsNewAfter  int
+	// MaxDelegationsPerTurn and MaxDelegationsPerRun cap the sub-agents
+	// started through `delegate`: per agent turn, and per run (nested
+	// sub-agents and continue-as-new included). Both are at least 1.
+	MaxDelegationsPerTurn int
+	MaxDelegationsPerRun  int
 
 	// Built-in tools.
 	ToolsHTTPAllowedHosts []string
@@ -166,6 +171,8 @@ var vars = []Var{
 	{"LLM_RETRY_INITIAL", "1s", "First retry delay; doubles per attempt. A provider's Retry-After overrides it.", durationVar(func(c *Config, d time.Duration) { c.LLMRetryInitial = d })},
 	{"LLM_RETRY_MAX", "30s", "Longest retry delay.", durationVar(func(c *Config, d time.Duration) { c.LLMRetryMax = d })},
 	{"CONTINUE_AS_NEW_AFTER", "10000", "History length past which a run's workflow continues as new between team turns (Temporal's limits: 51,200 events, 10,000 signals per execution).", intVar(func(c *Config, n int) { c.ContinueAsNewAfter = n })},
+	{"MAX_DELEGATIONS_PER_TURN", "8", "Most sub-agents one agent turn may start through `delegate` (over all its tool rounds); further delegate calls are refused with a tool result saying so and a `system.warning`. At least 1.", intVar(func(c *Config, n int) { c.MaxDelegationsPerTurn = n })},
+	{"MAX_DELEGATIONS_PER_RUN", "64", "Most sub-agents a whole run may start through `delegate`, nested sub-agents and continue-as-new included; further delegate calls are refused the same way. At least 1.", intVar(func(c *Config, n int) { c.MaxDelegationsPerRun = n })},
 	{"TOOLS_HTTP_ALLOWED_HOSTS", "", "Hosts the `http_get` tool may fetch, comma-separated (`example.com`, or `.example.com` for its subdomains). Empty: any public host.", func(c *Config, v string) error { c.ToolsHTTPAllowedHosts = splitList(v); return nil }},
 	{"TOOLS_HTTP_ALLOW_PRIVATE", "false", "Let `http_get` reach loopback, private, link-local and CGNAT addresses (off: such URLs are refused, also after DNS resolution and redirects).", boolVar(func(c *Config, b bool) { c.ToolsHTTPAllowPrivate = b })},
 	{"TOOLS_HTTP_MAX_BYTES", "1048576", "Largest response body `http_get` returns; longer ones are cut.", intVar(func(c *Config, n int) { c.ToolsHTTPMaxBytes = n })},

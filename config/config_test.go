@@ -19,7 +19,8 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestInvalidValuesAreRejected(t *testing.T) {
-	for name, value := range map[string]string{"MAX_BODY_BYTES": "-1", "SHUTDOWN_TIMEOUT": "soon", "LOG_FORMAT": "xml", "TEMPORAL_UI_PORT": "x"} {
+	for name, value := range map[string]string{"MAX_BODY_BYTES": "-1", "SHUTDOWN_TIMEOUT": "soon", "LOG_FORMAT": "xml", "TEMPORAL_UI_PORT": "x",
+		"MAX_DELEGATIONS_PER_TURN": "0", "MAX_DELEGATIONS_PER_RUN": "-1"} {
 		_, err := load(func(k string) (string, bool) {
 			if k == name {
 				return value, true
@@ -60,5 +61,32 @@ func TestMetricsAddr(t *testing.T) {
 	})
 	if err != nil || c.MetricsAddr != ":9100" {
 		t.Fatalf("METRICS_ADDR = %q, %v", c.MetricsAddr, err)
+	}
+}
+
+func TestDelegationCaps(t *testing.T) {
+	c, err := load(func(string) (string, bool) { return "", false })
+	if err != nil || c.MaxDelegationsPerTurn != 8 || c.MaxDelegationsPerRun != 64 {
+		t.Fatalf("defaults: per turn %d, per run %d, %v; want 8 and 64", c.MaxDelegationsPerTurn, c.MaxDelegationsPerRun, err)
+	}
+	env := map[string]string{"MAX_DELEGATIONS_PER_TURN": "2", "MAX_DELEGATIONS_PER_RUN": "5"}
+	c, err = load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil || c.MaxDelegationsPerTurn != 2 || c.MaxDelegationsPerRun != 5 {
+		t.Fatalf("set: per turn %d, per run %d, %v", c.MaxDelegationsPerTurn, c.MaxDelegationsPerRun, err)
+	}
+	// 0 does not mean unlimited: it is refused, as are negative and
+	// non-numeric values.
+	for _, bad := range []string{"0", "-3", "many", "1.5"} {
+		for _, name := range []string{"MAX_DELEGATIONS_PER_TURN", "MAX_DELEGATIONS_PER_RUN"} {
+			_, err := load(func(k string) (string, bool) {
+				if k == name {
+					return bad, true
+				}
+				return "", false
+			})
+			if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "positive integer") {
+				t.Errorf("%s=%s: want an error naming the variable and asking for a positive integer, got %v", name, bad, err)
+			}
+		}
 	}
 }

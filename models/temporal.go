@@ -79,6 +79,13 @@ type RunOptions struct {
 	// ContinueAsNewAfter is the history length past which the run's
 	// workflow continues as new at its next safe point.
 	ContinueAsNewAfter int `json:"continue_as_new_after"`
+	// MaxDelegationsPerTurn caps the sub-agents one agent turn starts
+	// through `delegate`; MaxDelegationsPerRun the sub-agents of the whole
+	// run, nested ones and those of earlier executions (continue-as-new)
+	// included. Calls over a cap are refused, not run. 0 (a run started
+	// before the caps) means the defaults.
+	MaxDelegationsPerTurn int `json:"max_delegations_per_turn,omitempty"`
+	MaxDelegationsPerRun  int `json:"max_delegations_per_run,omitempty"`
 	// MaxParallelTeams overrides the hierarchy's for this run (spec 001
 	// execution_config); 0 keeps the hierarchy's.
 	MaxParallelTeams int `json:"max_parallel_teams,omitempty"`
@@ -89,6 +96,10 @@ type RunOptions struct {
 	// SearchAttributes says the namespace has the custom search attributes
 	// (see search.go), so the workflow keeps RunStatus up to date.
 	SearchAttributes bool `json:"search_attributes,omitempty"`
+	// DelegationCaps is set by the run's workflow, never by the API: its
+	// agent turns and sub-agents enforce MaxDelegationsPerTurn and
+	// MaxDelegationsPerRun (runs started before the caps do not).
+	DelegationCaps bool `json:"delegation_caps,omitempty"`
 }
 
 // ModelFor is the model an agent's calls use: its own, else the run's
@@ -131,6 +142,10 @@ type RunState struct {
 	Turns     int        `json:"turns"`
 	// Generation counts the continue-as-new hops of the run.
 	Generation int `json:"generation"`
+	// Delegations counts the sub-agents the run has started, nested ones
+	// included, against RunOptions.MaxDelegationsPerRun; it is here so that
+	// continue-as-new carries it.
+	Delegations int `json:"delegations,omitempty"`
 }
 
 // PersistEventsInput stores a run's events.
@@ -552,6 +567,10 @@ type SubAgentInput struct {
 	MessageID       string     `json:"message_id"`
 	ParentMessageID string     `json:"parent_message_id"`
 	Options         RunOptions `json:"options"`
+	// DelegationBudget is how many sub-agents this one and its own
+	// sub-agents may start together, lent by the caller out of the run's
+	// MaxDelegationsPerRun (with Options.DelegationCaps).
+	DelegationBudget int `json:"delegation_budget,omitempty"`
 }
 
 // SubAgentResult is what a sub-agent returns to its caller.
@@ -559,6 +578,9 @@ type SubAgentResult struct {
 	MessageID string `json:"message_id"`
 	Summary   string `json:"summary"`
 	Usage     Usage  `json:"usage"`
+	// Delegations counts the sub-agents this one started, nested ones
+	// included: what it spent of its DelegationBudget.
+	Delegations int `json:"delegations,omitempty"`
 }
 
 // LLMCallRecord is one model call's usage record (table llm_call). Its ID

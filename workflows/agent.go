@@ -88,6 +88,13 @@ type agentTurn struct {
 	ParentMessageID string
 	Options         models.RunOptions
 	Events          eventSink
+	// Budget is the run's delegation budget as this workflow execution
+	// holds it (see delegationBudget); nil, in a run started before the
+	// delegation caps, is no cap at all.
+	Budget *delegationBudget
+	// delegations counts the sub-agents this turn has started, over all
+	// its tool rounds, against Options.MaxDelegationsPerTurn.
+	delegations int
 }
 
 // turnResult is a finished turn.
@@ -193,10 +200,11 @@ type delegateArgs struct {
 }
 
 // delegate runs a sub-agent as a child workflow, after the guard: the
-// target must be on the caller's allowlist, exist and be enabled, not be on
-// the call path already (a cycle), and not be nested deeper than its
-// max_depth. A refusal is an error result for the calling model and a
-// system.warning on the stream.
+// turn and the run must be under their delegation caps (with t.Budget; see
+// delegationBudget), the target must be on the caller's allowlist, exist
+// and be enabled, not be on the call path already (a cycle), and not be
+// nested deeper than its max_depth. A refusal is an error result for the
+// calling model and a system.warning on the stream.
 func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID string) (models.ToolOutput, models.Usage, error) {
 	start := workflow.Now(ctx)
 	t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolCall, activities.ToolCallData(call, execID))
@@ -205,15 +213,46 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 		t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, activities.ToolResultData(call.Name, execID, out))
 		return out
 	}
-	refuse := func(format string, args ...any) (models.ToolOutput, models.Usage, error) {
+	// counted says this call has been counted against the caps; a refusal
+	// after that uncounts it: only sub-agents started count.
+	counted := false
+	warn := func(data map[string]any, format string, args ...any) (models.ToolOutput, models.Usage, error) {
+		if counted {
+			t.delegations--
+			t.Budget.giveBack()
+			counted = false
+		}
 		msg := "delegation refused: " + fmt.Sprintf(format, args...)
-		t.Events.emit(ctx, t.Source, models.CategorySystem, models.ActionWarning, map[string]any{"message": msg, "tool_execution_id": execID})
+		data["message"], data["tool_execution_id"] = msg, execID
+		t.Events.emit(ctx, t.Source, models.CategorySystem, models.ActionWarning, data)
 		return finish(models.ToolOutput{Content: msg, IsError: true}), models.Usage{}, nil
+	}
+	refuse := func(format string, args ...any) (models.ToolOutput, models.Usage, error) {
+		return warn(map[string]any{}, format, args...)
 	}
 
 	var args delegateArgs
 	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil || strings.TrimSpace(args.Name) == "" || strings.TrimSpace(args.Task) == "" {
 		return refuse(`the arguments must be {"name": <sub-agent>, "task": <text>}`)
+	}
+	if t.Budget != nil {
+		if limit := t.Options.MaxDelegationsPerTurn; t.delegations >= limit {
+			return warn(map[string]any{"cap": "per_turn", "limit": limit},
+				"cap reached: %s %q has started %d sub-agents in this turn, the most MAX_DELEGATIONS_PER_TURN allows; %q was not run, carry on without delegating",
+				t.Source.AgentType, t.Source.AgentName, limit, args.Name)
+		}
+		ok, err := t.Budget.take(ctx)
+		if err != nil {
+			return models.ToolOutput{}, models.Usage{}, err
+		}
+		if !ok {
+			limit := t.Options.MaxDelegationsPerRun
+			return warn(map[string]any{"cap": "per_run", "limit": limit},
+				"cap reached: the run has started the %d sub-agents MAX_DELEGATIONS_PER_RUN allows; %q was not run, carry on without delegating",
+				limit, args.Name)
+		}
+		t.delegations++
+		counted = true
 	}
 	if !contains(t.Agent.SubAgents, args.Name) {
 		return refuse("%q is not on the allowlist of %s %q (allowed: %s)", args.Name, t.Source.AgentType, t.Source.AgentName, strings.Join(t.Agent.SubAgents, ", "))
@@ -245,11 +284,23 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 		StaticDetails:       args.Task,
 		WaitForCancellation: true,
 	})
+	lent := 0
+	if t.Budget != nil {
+		lent = t.Budget.lend()
+	}
 	var res models.SubAgentResult
 	err := workflow.ExecuteChildWorkflow(cctx, SubAgentWorkflow, models.SubAgentInput{
 		RunID: t.RunID, WorkflowID: childID, Definition: def, Source: source, Task: args.Task,
 		MessageID: newMessageID(ctx), ParentMessageID: t.MessageID, Options: t.Options,
+		DelegationBudget: lent,
 	}).Get(ctx, &res)
+	if t.Budget != nil {
+		spent := lent // a failed sub-agent: what it spent is unknown
+		if err == nil {
+			spent = res.Delegations
+		}
+		t.Budget.settle(lent, spent)
+	}
 	if err != nil {
 		if temporal.IsCanceledError(err) {
 			return models.ToolOutput{}, models.Usage{}, err
@@ -265,13 +316,18 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 const subAgentSummaryChars = 2000
 
 // SubAgentWorkflow runs a sub-agent on a delegated task: one agent turn,
-// with its own tools and sub-agents, and returns a short summary.
+// with its own tools and sub-agents, and returns a short summary. With the
+// delegation caps (Options.DelegationCaps) its sub-agents are paid for out
+// of the budget its caller lent it (in.DelegationBudget), and it returns
+// what it spent (see delegationBudget).
 func SubAgentWorkflow(ctx workflow.Context, in models.SubAgentInput) (*models.SubAgentResult, error) {
 	in.Options = WithDefaults(in.Options)
+	spent := 0
 	turn := &agentTurn{
 		RunID: in.RunID, Agent: in.Definition.Agent(), Source: in.Source, Task: in.Task, Instruction: in.Task,
 		Purpose: models.PurposeWorker, MessageID: in.MessageID, ParentMessageID: in.ParentMessageID, Options: in.Options,
 		Events: &runSignaler{RunID: in.RunID, Producer: in.WorkflowID},
+		Budget: newDelegationBudget(in.Options, in.DelegationBudget, &spent),
 	}
 	res, err := turn.run(ctx)
 	if err != nil {
@@ -281,7 +337,7 @@ func SubAgentWorkflow(ctx workflow.Context, in models.SubAgentInput) (*models.Su
 	if r := []rune(summary); len(r) > subAgentSummaryChars {
 		summary = string(r[:subAgentSummaryChars]) + " …[truncated; the full answer is message " + in.MessageID + "]"
 	}
-	return &models.SubAgentResult{MessageID: in.MessageID, Summary: summary, Usage: res.Usage}, nil
+	return &models.SubAgentResult{MessageID: in.MessageID, Summary: summary, Usage: res.Usage, Delegations: spent}, nil
 }
 
 // newExecutionID returns a tool_execution_id ("exec_" + 12 hex, spec 004),

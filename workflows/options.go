@@ -32,6 +32,11 @@ const (
 	// DefaultContinueAsNewAfter keeps a run's history far below Temporal's
 	// limits (51,200 events, 10,000 signals per execution).
 	DefaultContinueAsNewAfter = 10000
+	// DefaultMaxDelegationsPerTurn and DefaultMaxDelegationsPerRun are the
+	// delegation caps of runs whose options have none (started before
+	// them); config's MAX_DELEGATIONS_PER_TURN and _PER_RUN defaults.
+	DefaultMaxDelegationsPerTurn = 8
+	DefaultMaxDelegationsPerRun  = 64
 )
 
 // WithDefaults fills zero RunOptions fields.
@@ -53,6 +58,12 @@ func WithDefaults(o models.RunOptions) models.RunOptions {
 	}
 	if o.ContinueAsNewAfter <= 0 {
 		o.ContinueAsNewAfter = DefaultContinueAsNewAfter
+	}
+	if o.MaxDelegationsPerTurn <= 0 {
+		o.MaxDelegationsPerTurn = DefaultMaxDelegationsPerTurn
+	}
+	if o.MaxDelegationsPerRun <= 0 {
+		o.MaxDelegationsPerRun = DefaultMaxDelegationsPerRun
 	}
 	return o
 }
@@ -103,6 +114,12 @@ const (
 	// activity after the LLM activity (the activity stored them itself, so
 	// a failed write repeated the model call).
 	changeAnswerSaveStep = "answer-save-step"
+	// changeDelegationCaps: delegate calls over MaxDelegationsPerTurn or
+	// MaxDelegationsPerRun are refused (there was no cap). The run's
+	// workflow asks once, at its start, and carries the answer to its team
+	// turns and sub-agents in RunOptions.DelegationCaps, so a child's
+	// behaviour follows its input.
+	changeDelegationCaps = "delegation-caps"
 )
 
 // storeOutageLimit is how long a run waits for its database to come back

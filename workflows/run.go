@@ -33,6 +33,9 @@ type runWorkflow struct {
 	// inlineTeams runs team turns inside this workflow rather than as
 	// child workflows (changeInlineTeams).
 	inlineTeams bool
+	// delegations is the run's delegation budget, counting in
+	// state.Delegations; nil without the caps (changeDelegationCaps).
+	delegations *delegationBudget
 }
 
 // RunWorkflow runs a hierarchy on a task: the global supervisor picks a
@@ -55,6 +58,8 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	// Carried in the options to the team turns and sub-agents of this
 	// execution.
 	w.in.Options.DeferWrites = workflow.GetVersion(ctx, changeAnswerSaveStep, workflow.DefaultVersion, 1) == 1
+	w.in.Options.DelegationCaps = workflow.GetVersion(ctx, changeDelegationCaps, workflow.DefaultVersion, 1) == 1
+	w.delegations = newDelegationBudget(w.in.Options, w.in.Options.MaxDelegationsPerRun, &w.state.Delegations)
 	if err := w.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -416,7 +421,7 @@ func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruc
 		done, settle := workflow.NewFuture(ctx)
 		sink := &runLogSink{w: w, id: models.TeamWorkflowID(w.in.RunID, s.Turns)}
 		workflow.Go(ctx, func(ctx workflow.Context) {
-			res, err := runTeamTurn(ctx, &TeamState{Input: in}, sink)
+			res, err := runTeamTurn(ctx, &TeamState{Input: in}, sink, w.delegations)
 			settle.Set(res, err)
 		})
 		return startedTeam{future: done, output: output}

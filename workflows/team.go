@@ -30,11 +30,16 @@ type TeamState struct {
 func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult, error) {
 	in.Options = WithDefaults(in.Options)
 	s := &TeamState{Input: in, Events: runSignaler{RunID: in.RunID, Producer: models.TeamWorkflowID(in.RunID, in.Turn)}}
-	return runTeamTurn(ctx, s, &s.Events)
+	// Only runs started before inline team turns have TeamWorkflow
+	// children, and those run without the delegation caps; with them, the
+	// turn would hold a budget of its own.
+	delegations := 0
+	return runTeamTurn(ctx, s, &s.Events, newDelegationBudget(in.Options, in.Options.MaxDelegationsPerRun, &delegations))
 }
 
-// runTeamTurn is one team turn, its events going to sink.
-func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink) (*models.TeamResult, error) {
+// runTeamTurn is one team turn, its events going to sink and its workers'
+// delegations counted in budget (nil: no delegation caps).
+func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *delegationBudget) (*models.TeamResult, error) {
 	in := s.Input
 	team := &s.Input.Team
 	root := &models.Hierarchy{GlobalSupervisor: models.Agent{AgentID: in.RootAgentID}}
@@ -99,7 +104,7 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink) (*models.Te
 		turn := &agentTurn{
 			RunID: in.RunID, Agent: *worker, Source: models.WorkerSource(root, team, worker), Task: in.Task,
 			Instruction: d.Instruction, Context: bounded(prior, in.Options), Purpose: models.PurposeWorker,
-			MessageID: newMessageID(ctx), Options: in.Options, Events: sink,
+			MessageID: newMessageID(ctx), Options: in.Options, Events: sink, Budget: budget,
 		}
 		if team.ShareContext {
 			turn.Context = bounded(concat(prior, workerItems(s.Outputs)), in.Options)
