@@ -1,6 +1,10 @@
 package store
 
-import "context"
+import (
+	"context"
+
+	"gorm.io/gorm"
+)
 
 // MigrateTo applies the migrations up to version only, so that a test can
 // store data as an older release did before migrating the rest.
@@ -13,3 +17,6 @@ func (s *Store) MigrateTo(ctx context.Context, version int64) error {
 func (s *Store) Exec(ctx context.Context, sql string, args ...any) error {
 	return s.db.WithContext(ctx).Exec(sql, args...).Error
 }
+
+// DB is the store's gorm handle, for tests that look at rows directly.
+func (s *Store) DB() *gorm.DB { return s.db }
