@@ -465,6 +465,26 @@ func TestMigrateAccessKeepsData(t *testing.T) {
 			if err := st.CreateSubAgent(ctx, testSubAgent("sa3", "acme", "helper")); err != nil {
 				t.Fatal(err)
 			}
+
+			// Down: back to 00006 once names are unique again, then up.
+			if err := st.Exec(ctx, "DELETE FROM sub_agent WHERE id = 'sa3'"); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.MigrateDownTo(ctx, 6); err != nil {
+				t.Fatalf("down: %v", err)
+			}
+			if err := st.Exec(ctx, "SELECT id, name FROM sub_agent WHERE id = 'sa1'"); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Exec(ctx, "SELECT tenant_id FROM execution"); err == nil {
+				t.Fatal("execution.tenant_id survived the down migration")
+			}
+			if _, err := st.Migrate(ctx, nil); err != nil {
+				t.Fatalf("up again: %v", err)
+			}
+			if sa, err := st.GetSubAgent(ctx, "sa1"); err != nil || sa.TenantID != "default" {
+				t.Fatalf("after down and up: %v %+v", err, sa)
+			}
 		})
 	}
 }
