@@ -117,11 +117,12 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]*Run, int64, error
 	return out, total, nil
 }
 
-// CountActiveRuns counts tenant's runs that are pending or running.
+// CountActiveRuns counts tenant's runs that are pending or running ("" is
+// the default tenant, as in CreateRun).
 func (s *Store) CountActiveRuns(ctx context.Context, tenant string) (int64, error) {
 	var n int64
 	err := s.db.WithContext(ctx).Model(&runRow{}).
-		Where("tenant_id = ? AND status IN ?", tenant, []string{models.RunPending, models.RunRunning}).
+		Where("tenant_id = ? AND status IN ?", tenantOr(tenant), []string{models.RunPending, models.RunRunning}).
 		Count(&n).Error
 	return n, err
 }
