@@ -114,7 +114,7 @@ func ToolResultData(toolName, executionID string, out models.ToolOutput) map[str
 
 // LoadSubAgent reads an enabled sub-agent definition by name.
 func (a *Activities) LoadSubAgent(ctx context.Context, name string) (*models.SubAgent, error) {
-	def, err := a.Store.GetSubAgentByName(ctx, name)
+	def, err := a.Store.GetSubAgentByName(ctx, "default", name) // TODO(tenant)
 	if err != nil {
 		if models.ErrorCode(err) == models.CodeSubAgentNotFound {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("sub-agent %q does not exist", name), ErrSubAgentUnavailable, nil)

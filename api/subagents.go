@@ -170,7 +170,7 @@ func (s *Server) checkRefs(ctx context.Context, refs []agentRefs, selfName, excl
 			}
 		}
 	}
-	existing, err := s.store.ExistingSubAgentNames(ctx, lookup, excludeID)
+	existing, err := s.store.ExistingSubAgentNames(ctx, "default", lookup, excludeID) // TODO(tenant)
 	if err != nil {
 		return err
 	}
@@ -265,7 +265,7 @@ func (s *Server) findSubAgent(c *gin.Context) (*models.SubAgent, error) {
 	case id != "":
 		return s.store.GetSubAgent(c.Request.Context(), id)
 	case name != "":
-		return s.store.GetSubAgentByName(c.Request.Context(), name)
+		return s.store.GetSubAgentByName(c.Request.Context(), "default", name) // TODO(tenant)
 	default:
 		return nil, models.FieldError("id", "id or name is required")
 	}

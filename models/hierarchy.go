@@ -79,7 +79,9 @@ type Team struct {
 // returned by hierarchies/get and passed (as a snapshot) into a run's
 // workflow input, so a run never sees later edits.
 type Hierarchy struct {
-	ID                   string `json:"hierarchy_id"`
+	ID string `json:"hierarchy_id"`
+	// TenantID owns the hierarchy; the store sets "default" when empty.
+	TenantID             string `json:"tenant_id,omitempty"`
 	Name                 string `json:"name"`
 	Description          string `json:"description,omitempty"`
 	GlobalSupervisor     Agent  `json:"global_supervisor_agent"`

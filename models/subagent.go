@@ -14,7 +14,10 @@ const (
 // it through the `delegate` tool. Its ID is also its agent_id on the event
 // stream; the caller may set it at create.
 type SubAgent struct {
-	ID            string    `json:"id"`
+	ID string `json:"id"`
+	// TenantID owns the sub-agent; names are unique per tenant. The store
+	// sets "default" when empty.
+	TenantID      string    `json:"tenant_id,omitempty"`
 	Name          string    `json:"name"`
 	Description   string    `json:"description,omitempty"`
 	SystemPrompt  string    `json:"system_prompt"`

@@ -8,11 +8,13 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/op-stack/executor/auth"
 	"github.com/op-stack/executor/models"
 )
 
 type hierarchyRow struct {
 	ID                      string `gorm:"primaryKey"`
+	TenantID                string
 	Name                    string
 	Description             string
 	GlobalSupervisorAgentID string
@@ -114,6 +116,7 @@ func (workerRow) TableName() string { return "worker" }
 // HierarchySummary is one entry of a hierarchy listing.
 type HierarchySummary struct {
 	ID                      string    `json:"hierarchy_id"`
+	TenantID                string    `json:"tenant_id,omitempty"`
 	Name                    string    `json:"name"`
 	Description             string    `json:"description,omitempty"`
 	GlobalSupervisorAgentID string    `json:"global_supervisor_agent_id"`
@@ -122,10 +125,31 @@ type HierarchySummary struct {
 	UpdatedAt               time.Time `json:"updated_at"`
 }
 
-// ListFilter selects and pages a listing. Page is 1-based.
+// ListFilter selects and pages a listing. Page is 1-based. Tenant, when
+// set, restricts the listing to that tenant's objects; empty lists every
+// tenant's.
 type ListFilter struct {
 	Page     int
 	PageSize int
+	Tenant   string
+}
+
+// scope restricts q to f's tenant, if any.
+func (f ListFilter) scope(q *gorm.DB) *gorm.DB {
+	if f.Tenant != "" {
+		return q.Where("tenant_id = ?", f.Tenant)
+	}
+	return q
+}
+
+// DefaultTenant owns objects created without a tenant (auth.DefaultTenant).
+const DefaultTenant = auth.DefaultTenant
+
+func tenantOr(t string) string {
+	if t == "" {
+		return DefaultTenant
+	}
+	return t
 }
 
 func (f ListFilter) offset() int { return (f.Page - 1) * f.PageSize }
@@ -135,6 +159,7 @@ func (f ListFilter) offset() int { return (f.Page - 1) * f.PageSize }
 func (s *Store) CreateHierarchy(ctx context.Context, h *models.Hierarchy) error {
 	now := time.Now().UTC()
 	h.CreatedAt, h.UpdatedAt = now, now
+	h.TenantID = tenantOr(h.TenantID)
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row := toHierarchyRow(h)
 		if err := tx.Create(&row).Error; err != nil {
@@ -145,7 +170,7 @@ func (s *Store) CreateHierarchy(ctx context.Context, h *models.Hierarchy) error 
 }
 
 // UpdateHierarchy replaces a hierarchy's settings, teams and workers in one
-// transaction. It returns a HierarchyNotFound error when id is unknown, in
+// transaction; its tenant never changes (set into h). It returns a HierarchyNotFound error when id is unknown, in
 // which case nothing is written.
 func (s *Store) UpdateHierarchy(ctx context.Context, h *models.Hierarchy) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -157,8 +182,9 @@ func (s *Store) UpdateHierarchy(ctx context.Context, h *models.Hierarchy) error 
 			return err
 		}
 		h.CreatedAt, h.UpdatedAt = existing.CreatedAt, time.Now().UTC()
+		h.TenantID = existing.TenantID
 		row := toHierarchyRow(h)
-		if err := tx.Select("*").Omit("created_at").Save(&row).Error; err != nil {
+		if err := tx.Select("*").Omit("created_at", "tenant_id").Save(&row).Error; err != nil {
 			return fmt.Errorf("update hierarchy: %w", err)
 		}
 		// Workers go first: they reference teams.
@@ -251,6 +277,7 @@ func (s *Store) GetHierarchy(ctx context.Context, id string) (*models.Hierarchy,
 	}
 	h := &models.Hierarchy{
 		ID:          row.ID,
+		TenantID:    row.TenantID,
 		Name:        row.Name,
 		Description: row.Description,
 		GlobalSupervisor: models.Agent{
@@ -364,7 +391,7 @@ func (s *Store) DeleteHierarchy(ctx context.Context, id string) error {
 // ListHierarchies returns one page of hierarchies, newest first, and the
 // total count.
 func (s *Store) ListHierarchies(ctx context.Context, f ListFilter) ([]HierarchySummary, int64, error) {
-	db := s.db.WithContext(ctx).Model(&hierarchyRow{})
+	db := f.scope(s.db.WithContext(ctx).Model(&hierarchyRow{}))
 	var total int64
 	if err := db.Count(&total).Error; err != nil {
 		return nil, 0, err
@@ -377,6 +404,7 @@ func (s *Store) ListHierarchies(ctx context.Context, f ListFilter) ([]HierarchyS
 	for _, r := range rows {
 		out = append(out, HierarchySummary{
 			ID:                      r.ID,
+			TenantID:                r.TenantID,
 			Name:                    r.Name,
 			Description:             r.Description,
 			GlobalSupervisorAgentID: r.GlobalSupervisorAgentID,
@@ -400,6 +428,7 @@ func toHierarchyRow(h *models.Hierarchy) hierarchyRow {
 		MaxExecutionTime:        h.MaxExecutionTime,
 		GlobalSettings:          settingsOf(gs, true),
 		ID:                      h.ID,
+		TenantID:                h.TenantID,
 		Name:                    h.Name,
 		Description:             h.Description,
 		GlobalSupervisorAgentID: gs.AgentID,

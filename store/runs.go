@@ -14,6 +14,7 @@ import (
 
 type runRow struct {
 	ID            string `gorm:"primaryKey"`
+	TenantID      string
 	HierarchyID   string
 	HierarchyName string
 	TotalTeams    int
@@ -34,6 +35,7 @@ func (runRow) TableName() string { return "execution" }
 // Run is a stored run.
 type Run struct {
 	ID            string            `json:"id"`
+	TenantID      string            `json:"tenant_id,omitempty"`
 	HierarchyID   string            `json:"hierarchy_id"`
 	HierarchyName string            `json:"hierarchy_name"`
 	TotalTeams    int               `json:"total_teams"`
@@ -49,12 +51,14 @@ type Run struct {
 	UpdatedAt     time.Time         `json:"updated_at"`
 }
 
-// CreateRun stores a new run as pending.
+// CreateRun stores a new run as pending, in the default tenant when
+// r.TenantID is empty.
 func (s *Store) CreateRun(ctx context.Context, r *Run) error {
 	now := time.Now().UTC()
 	r.CreatedAt, r.UpdatedAt, r.Status = now, now, models.RunPending
+	r.TenantID = tenantOr(r.TenantID)
 	row := runRow{
-		ID: r.ID, HierarchyID: r.HierarchyID, HierarchyName: r.HierarchyName, TotalTeams: r.TotalTeams, WorkflowID: r.WorkflowID,
+		ID: r.ID, TenantID: r.TenantID, HierarchyID: r.HierarchyID, HierarchyName: r.HierarchyName, TotalTeams: r.TotalTeams, WorkflowID: r.WorkflowID,
 		Task: r.Task, Status: r.Status, CreatedAt: now, UpdatedAt: now,
 	}
 	return s.db.WithContext(ctx).Create(&row).Error
@@ -78,7 +82,7 @@ func (s *Store) GetRun(ctx context.Context, id string) (*Run, error) {
 	return row.toRun()
 }
 
-// RunFilter selects runs to list.
+// RunFilter selects runs to list (ListFilter.Tenant: of one tenant).
 type RunFilter struct {
 	ListFilter
 	HierarchyID string
@@ -87,7 +91,7 @@ type RunFilter struct {
 
 // ListRuns returns one page of runs, newest first, and the total count.
 func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]*Run, int64, error) {
-	q := s.db.WithContext(ctx).Model(&runRow{})
+	q := f.scope(s.db.WithContext(ctx).Model(&runRow{}))
 	if f.HierarchyID != "" {
 		q = q.Where("hierarchy_id = ?", f.HierarchyID)
 	}
@@ -111,6 +115,16 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]*Run, int64, error
 		out = append(out, r)
 	}
 	return out, total, nil
+}
+
+// CountActiveRuns counts tenant's runs that are pending or running ("" is
+// the default tenant, as in CreateRun).
+func (s *Store) CountActiveRuns(ctx context.Context, tenant string) (int64, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Model(&runRow{}).
+		Where("tenant_id = ? AND status IN ?", tenantOr(tenant), []string{models.RunPending, models.RunRunning}).
+		Count(&n).Error
+	return n, err
 }
 
 // SetRunStatus applies a status update idempotently: a run in a terminal
@@ -158,7 +172,7 @@ func (s *Store) SetRunStatus(ctx context.Context, u models.RunStatusUpdate) erro
 
 func (row runRow) toRun() (*Run, error) {
 	r := &Run{
-		ID: row.ID, HierarchyID: row.HierarchyID, HierarchyName: row.HierarchyName, TotalTeams: row.TotalTeams, WorkflowID: row.WorkflowID,
+		ID: row.ID, TenantID: row.TenantID, HierarchyID: row.HierarchyID, HierarchyName: row.HierarchyName, TotalTeams: row.TotalTeams, WorkflowID: row.WorkflowID,
 		Task: row.Task, Status: row.Status, FinalAnswer: row.FinalAnswer, Error: row.Error,
 		CreatedAt: row.CreatedAt.UTC(), StartedAt: utcPtr(row.StartedAt), CompletedAt: utcPtr(row.CompletedAt), UpdatedAt: row.UpdatedAt.UTC(),
 	}

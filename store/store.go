@@ -114,6 +114,11 @@ func (s *Store) Ping(ctx context.Context) error {
 // Migrate applies every pending schema migration and returns the versions
 // it applied.
 func (s *Store) Migrate(ctx context.Context, log *slog.Logger) ([]int64, error) {
+	return s.migrate(ctx, log, 0)
+}
+
+// migrate applies pending migrations up to version (0: all of them).
+func (s *Store) migrate(ctx context.Context, log *slog.Logger, version int64) ([]int64, error) {
 	sqlDB, err := s.db.DB()
 	if err != nil {
 		return nil, err
@@ -153,7 +158,12 @@ func (s *Store) Migrate(ctx context.Context, log *slog.Logger) ([]int64, error) 
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
 	}
-	results, err := provider.Up(ctx)
+	var results []*goose.MigrationResult
+	if version > 0 {
+		results, err = provider.UpTo(ctx, version)
+	} else {
+		results, err = provider.Up(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("apply migrations: %w", err)
 	}

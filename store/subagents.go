@@ -14,6 +14,7 @@ import (
 
 type subAgentRow struct {
 	ID            string `gorm:"primaryKey"`
+	TenantID      string
 	Name          string
 	Description   string
 	SystemPrompt  string
@@ -34,10 +35,12 @@ type subAgentRow struct {
 func (subAgentRow) TableName() string { return "sub_agent" }
 
 // CreateSubAgent stores a normalized, validated sub-agent and sets its
-// timestamps. A taken id or name is an AlreadyExists error naming it.
+// timestamps (and its tenant, "default" when empty). A taken id, or a name
+// taken in the same tenant, is an AlreadyExists error naming it.
 func (s *Store) CreateSubAgent(ctx context.Context, sa *models.SubAgent) error {
 	now := subAgentNow()
 	sa.CreatedAt, sa.UpdatedAt = now, now
+	sa.TenantID = tenantOr(sa.TenantID)
 	row, err := toSubAgentRow(sa)
 	if err != nil {
 		return err
@@ -45,7 +48,7 @@ func (s *Store) CreateSubAgent(ctx context.Context, sa *models.SubAgent) error {
 	db := s.db.WithContext(ctx)
 	if err := db.Create(&row).Error; err != nil {
 		if errors.Is(err, gorm.ErrDuplicatedKey) {
-			// Both the primary key and the name are unique; tell the caller
+			// Both the primary key and the name (per tenant) are unique; tell the caller
 			// which one clashed. This runs outside any transaction, so
 			// PostgreSQL still answers after the failed insert.
 			var n int64
@@ -60,26 +63,27 @@ func (s *Store) CreateSubAgent(ctx context.Context, sa *models.SubAgent) error {
 }
 
 // UpdateSubAgent replaces every field of the sub-agent with sa.ID but keeps
-// its created_at (set into sa). An unknown id is a SubAgentNotFound error
-// and a name taken by another sub-agent an AlreadyExists error; either way
-// nothing is written.
+// its created_at and tenant (set into sa). An unknown id is a
+// SubAgentNotFound error and a name taken by another sub-agent of the same
+// tenant an AlreadyExists error; either way nothing is written.
 func (s *Store) UpdateSubAgent(ctx context.Context, sa *models.SubAgent) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var existing subAgentRow
-		if err := tx.Select("created_at").Take(&existing, "id = ?", sa.ID).Error; err != nil {
+		if err := tx.Select("created_at", "tenant_id").Take(&existing, "id = ?", sa.ID).Error; err != nil {
 			if notFound(err) {
 				return subAgentNotFound("id", sa.ID)
 			}
 			return err
 		}
 		sa.CreatedAt, sa.UpdatedAt = existing.CreatedAt.UTC(), subAgentNow()
+		sa.TenantID = existing.TenantID
 		row, err := toSubAgentRow(sa)
 		if err != nil {
 			return err
 		}
 		// Select("*") writes zero values too (a full replace); Omit keeps
-		// the key and the creation time.
-		err = tx.Model(&subAgentRow{}).Where("id = ?", sa.ID).Select("*").Omit("id", "created_at").Updates(&row).Error
+		// the key, the tenant and the creation time.
+		err = tx.Model(&subAgentRow{}).Where("id = ?", sa.ID).Select("*").Omit("id", "tenant_id", "created_at").Updates(&row).Error
 		if errors.Is(err, gorm.ErrDuplicatedKey) {
 			// The id matched this row, so only the name can clash.
 			return subAgentTaken("name", "sub-agent name %q is taken", sa.Name)
@@ -103,10 +107,11 @@ func (s *Store) GetSubAgent(ctx context.Context, id string) (*models.SubAgent, e
 	return row.toModel()
 }
 
-// GetSubAgentByName loads the sub-agent called name (names are unique).
-func (s *Store) GetSubAgentByName(ctx context.Context, name string) (*models.SubAgent, error) {
+// GetSubAgentByName loads tenant's sub-agent called name (names are unique
+// per tenant; "" is the default tenant).
+func (s *Store) GetSubAgentByName(ctx context.Context, tenant, name string) (*models.SubAgent, error) {
 	var row subAgentRow
-	if err := s.db.WithContext(ctx).Take(&row, "name = ?", name).Error; err != nil {
+	if err := s.db.WithContext(ctx).Take(&row, "tenant_id = ? AND name = ?", tenantOr(tenant), name).Error; err != nil {
 		if notFound(err) {
 			return nil, subAgentNotFound("name", name)
 		}
@@ -132,7 +137,7 @@ func (s *Store) DeleteSubAgent(ctx context.Context, id string) error {
 // ListSubAgents returns one page of sub-agents, newest first, and the total
 // count.
 func (s *Store) ListSubAgents(ctx context.Context, f ListFilter) ([]models.SubAgent, int64, error) {
-	db := s.db.WithContext(ctx).Model(&subAgentRow{})
+	db := f.scope(s.db.WithContext(ctx).Model(&subAgentRow{}))
 	var total int64
 	if err := db.Count(&total).Error; err != nil {
 		return nil, 0, err
@@ -153,16 +158,16 @@ func (s *Store) ListSubAgents(ctx context.Context, f ListFilter) ([]models.SubAg
 }
 
 // ExistingSubAgentNames reports which of names belong to a stored
-// sub-agent, ignoring the one with id excludeID ("" ignores none): an
+// sub-agent of tenant ("" is the default tenant), ignoring the one with id excludeID ("" ignores none): an
 // update validates references against the other sub-agents, since its own
 // old name is about to be replaced. It answers with one query however many
 // names a hierarchy lists.
-func (s *Store) ExistingSubAgentNames(ctx context.Context, names []string, excludeID string) (map[string]bool, error) {
+func (s *Store) ExistingSubAgentNames(ctx context.Context, tenant string, names []string, excludeID string) (map[string]bool, error) {
 	found := map[string]bool{}
 	if len(names) == 0 {
 		return found, nil
 	}
-	q := s.db.WithContext(ctx).Model(&subAgentRow{}).Where("name IN ?", names)
+	q := s.db.WithContext(ctx).Model(&subAgentRow{}).Where("tenant_id = ? AND name IN ?", tenantOr(tenant), names)
 	if excludeID != "" {
 		q = q.Where("id <> ?", excludeID)
 	}
@@ -187,6 +192,7 @@ func toSubAgentRow(sa *models.SubAgent) (subAgentRow, error) {
 	}
 	return subAgentRow{
 		ID:            sa.ID,
+		TenantID:      sa.TenantID,
 		Name:          sa.Name,
 		Description:   sa.Description,
 		SystemPrompt:  sa.SystemPrompt,
@@ -206,6 +212,7 @@ func toSubAgentRow(sa *models.SubAgent) (subAgentRow, error) {
 func (r *subAgentRow) toModel() (*models.SubAgent, error) {
 	sa := &models.SubAgent{
 		ID:            r.ID,
+		TenantID:      r.TenantID,
 		Name:          r.Name,
 		Description:   r.Description,
 		SystemPrompt:  r.SystemPrompt,

@@ -5,6 +5,7 @@
 //	executor dev                            run everything on embedded defaults (starts a Temporal dev server)
 //	executor migrate                        apply database migrations and exit
 //	executor replay h.json...               replay exported histories against the current workflow code
+//	executor apikeys create|list|revoke     manage API keys (executor apikeys -h)
 package main
 
 import (
@@ -31,6 +32,7 @@ commands:
   migrate  apply pending database migrations and exit
   replay   replay exported histories (temporal workflow show -o json) against
            this build's workflows and report nondeterminism
+  apikeys  create, list and revoke API keys (executor apikeys -h)
 
 Configuration comes from environment variables; see README.md.
 `
@@ -80,6 +82,8 @@ func run(args []string) error {
 		return migrate(ctx, cfg, log)
 	case "replay":
 		return replay(rest, os.Stdout)
+	case "apikeys":
+		return apikeys(ctx, cfg, log, rest, os.Stdout, os.Stderr)
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)

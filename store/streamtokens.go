@@ -1,0 +1,61 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrStreamTokenNotFound is returned for a stream token that is unknown or
+// has expired.
+var ErrStreamTokenNotFound = errors.New("stream token not found")
+
+type streamTokenRow struct {
+	Hash      string `gorm:"primaryKey"`
+	RunID     string
+	TenantID  string
+	ExpiresAt time.Time
+	CreatedAt time.Time
+}
+
+func (streamTokenRow) TableName() string { return "stream_token" }
+
+// streamTokenGrace is how long expired stream tokens are kept before
+// CreateStreamToken deletes them.
+const streamTokenGrace = time.Hour
+
+// CreateStreamToken stores a token (by its hash, auth.HashSecret) that lets
+// its bearer stream run runID of tenant until expiresAt. It also deletes
+// tokens that expired over an hour ago: one indexed delete, so that the
+// table stays small without a separate sweeper.
+func (s *Store) CreateStreamToken(ctx context.Context, hash, runID, tenant string, expiresAt time.Time) error {
+	now := dbTime(time.Now())
+	db := s.db.WithContext(ctx)
+	row := streamTokenRow{Hash: hash, RunID: runID, TenantID: tenantOr(tenant), ExpiresAt: dbTime(expiresAt), CreatedAt: now}
+	if err := db.Create(&row).Error; err != nil {
+		return fmt.Errorf("insert stream token: %w", err)
+	}
+	if err := db.Where("expires_at < ?", now.Add(-streamTokenGrace)).Delete(&streamTokenRow{}).Error; err != nil {
+		return fmt.Errorf("delete expired stream tokens: %w", err)
+	}
+	return nil
+}
+
+// StreamToken returns the run, tenant and expiry of the token stored under
+// hash. A token past its expiry is reported as ErrStreamTokenNotFound just
+// like an unknown one, so callers need not check the expiry themselves;
+// expiresAt lets a stream end when its token does.
+func (s *Store) StreamToken(ctx context.Context, hash string) (runID, tenant string, expiresAt time.Time, err error) {
+	var row streamTokenRow
+	if err := s.db.WithContext(ctx).Take(&row, "hash = ?", hash).Error; err != nil {
+		if notFound(err) {
+			return "", "", time.Time{}, ErrStreamTokenNotFound
+		}
+		return "", "", time.Time{}, err
+	}
+	if !time.Now().Before(row.ExpiresAt) {
+		return "", "", time.Time{}, ErrStreamTokenNotFound
+	}
+	return row.RunID, row.TenantID, row.ExpiresAt.UTC(), nil
+}
