@@ -16,7 +16,9 @@ func corsEngine(origins []string) *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.Use(markDialect, corsMiddleware(origins))
-	r.NoMethod(func(c *gin.Context) { s.writeError(c, models.Errorf(codeMethodNotAllowed, "no %s here", c.Request.Method)) })
+	r.NoMethod(func(c *gin.Context) {
+		s.writeError(c, models.Errorf(codeMethodNotAllowed, "no %s here", c.Request.Method))
+	})
 	r.POST(ExecutorPrefix+"/runs/start", func(c *gin.Context) {
 		c.Header("Retry-After", "1")
 		ok(c, nil)
