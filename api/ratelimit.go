@@ -113,6 +113,11 @@ func newRateLimiter(l RateLimit, idle time.Duration, capacity int, now func() ti
 		// is the least that lets the rate through.
 		burst = max(1, int(math.Ceil(l.RPS)))
 	}
+	// A limiter is only dropped once its bucket has had time to fill up
+	// again, so that dropping it gives nobody tokens early.
+	if refill := float64(burst) / l.RPS; refill > idle.Seconds() {
+		idle = time.Duration(min(refill, (24*time.Hour).Seconds()) * float64(time.Second))
+	}
 	return &rateLimiter{
 		limit:   rate.Limit(l.RPS),
 		burst:   burst,

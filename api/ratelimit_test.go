@@ -278,3 +278,25 @@ func TestCheckConcurrentRuns(t *testing.T) {
 		t.Errorf("limit 0 (unlimited): err %v, counted %v", err, asked)
 	}
 }
+
+func TestRateLimiterKeepsSlowBucketsUntilRefilled(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	// 10 tokens at one per 5 minutes: 50 minutes to refill.
+	lim := newRateLimiter(RateLimit{RPS: 1.0 / 300, Burst: 10}, 10*time.Minute, 100, func() time.Time { return now })
+	for range 10 {
+		if _, ok := lim.allow("k"); !ok {
+			t.Fatal("refused within the burst")
+		}
+	}
+	now = now.Add(11 * time.Minute)
+	lim.allow("other")
+	granted := 0
+	for range 10 {
+		if _, ok := lim.allow("k"); ok {
+			granted++
+		}
+	}
+	if granted != 2 {
+		t.Errorf("after 11 idle minutes %d requests passed, want the 2 tokens refilled (not a fresh bucket)", granted)
+	}
+}
