@@ -6,6 +6,8 @@ package config
 
 import (
 	"fmt"
+	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,6 +24,15 @@ type Config struct {
 	LogFormat       string
 	MaxBodyBytes    int64
 	ShutdownTimeout time.Duration
+	// Access limits. RateLimitRPS 0 turns the request rate limit off;
+	// MaxConcurrentRunsPerTenant 0 is no limit.
+	RateLimitRPS               float64
+	RateLimitBurst             int
+	MaxConcurrentRunsPerTenant int
+	// CORSAllowedOrigins are the exact origins (scheme://host[:port]) whose
+	// web pages may call the API; none by default.
+	CORSAllowedOrigins []string
+	IdempotencyKeyTTL  time.Duration
 	// MetricsAddr is the address of a separate listener for /metrics,
 	// /healthz and /readyz: "" (the API's address, or DefaultWorkerMetricsAddr
 	// in a process without the API), MetricsOff, or host:port.
@@ -127,6 +138,27 @@ var vars = []Var{
 	{"LOG_LEVEL", "info", "`debug`, `info`, `warn` or `error`.", func(c *Config, v string) error { c.LogLevel = v; return nil }},
 	{"LOG_FORMAT", "text", "`text` or `json` (structured logs for collectors).", func(c *Config, v string) error { c.LogFormat = v; return nil }},
 	{"MAX_BODY_BYTES", "1048576", "Largest accepted request body; larger ones get 413.", intVar(func(c *Config, n int) { c.MaxBodyBytes = int64(n) })},
+	{"RATE_LIMIT_RPS", "20", "Requests per second each API key (or OIDC subject; without access control, each client address) may sustain; over it, 429 `RATE_LIMIT_EXCEEDED` with `Retry-After`. `/healthz`, `/readyz` and `/metrics` are exempt. `0`: no limit.", func(c *Config, v string) error {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+			return fmt.Errorf("want a number of requests per second, 0 or more, got %q", v)
+		}
+		c.RateLimitRPS = f
+		return nil
+	}},
+	{"RATE_LIMIT_BURST", "40", "Requests each API key may send at once above `RATE_LIMIT_RPS` (the size of its token bucket).", intVar(func(c *Config, n int) { c.RateLimitBurst = n })},
+	{"MAX_CONCURRENT_RUNS_PER_TENANT", "50", "Runs a tenant may have in progress at once; starting one more gets 429 `RATE_LIMIT_EXCEEDED` with `Retry-After`. `0`: no limit.", nonNegativeIntVar(func(c *Config, n int) { c.MaxConcurrentRunsPerTenant = n })},
+	{"CORS_ALLOWED_ORIGINS", "", "Origins whose web pages may call the API from a browser, comma-separated, exact (`https://app.example.com`, `http://localhost:3000`). Empty: none; browsers' cross-origin calls are refused.", func(c *Config, v string) error {
+		origins := splitList(v)
+		for _, o := range origins {
+			if err := checkOrigin(o); err != nil {
+				return err
+			}
+		}
+		c.CORSAllowedOrigins = origins
+		return nil
+	}},
+	{"IDEMPOTENCY_KEY_TTL", "24h", "How long an `Idempotency-Key` is remembered: a request sent again with the same key within it gets the first response again instead of creating twice.", durationVar(func(c *Config, d time.Duration) { c.IdempotencyKeyTTL = d })},
 	{"SHUTDOWN_TIMEOUT", "30s", "How long SIGINT/SIGTERM waits for in-flight requests and activities.", durationVar(func(c *Config, d time.Duration) { c.ShutdownTimeout = d })},
 	{"METRICS_ADDR", "", "Address of a separate listener for `/metrics`, `/healthz` and `/readyz`, e.g. `:9090`; `/metrics` then stays off `HTTP_ADDR`. Empty: `/metrics` on `HTTP_ADDR` when the process runs the API, else (`serve -role worker`) on `:9090`. `off`: no `/metrics` anywhere.", func(c *Config, v string) error { c.MetricsAddr = strings.TrimSpace(v); return nil }},
 	{"TEMPORAL_ADDRESS", "", "Temporal frontend `host:port`. `executor dev` starts a dev server when it is empty; `executor serve` then uses `127.0.0.1:7233`.", func(c *Config, v string) error { c.TemporalAddress = v; return nil }},
@@ -229,6 +261,31 @@ func intVar(set func(*Config, int)) func(*Config, string) error {
 		set(c, n)
 		return nil
 	}
+}
+
+func nonNegativeIntVar(set func(*Config, int)) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want an integer, 0 or more, got %q", v)
+		}
+		set(c, n)
+		return nil
+	}
+}
+
+// checkOrigin accepts a web origin as browsers send it in Origin:
+// http or https, a host, an optional port, nothing else.
+func checkOrigin(o string) error {
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" || strings.HasSuffix(o, "?") || strings.HasSuffix(o, "#") {
+		return fmt.Errorf("want origins such as https://app.example.com (scheme and host, no path or wildcard), got %q", o)
+	}
+	if strings.Contains(u.Host, "*") || o != strings.ToLower(o) {
+		return fmt.Errorf("want exact origins in lower case, as browsers send them (no wildcard), got %q", o)
+	}
+	return nil
 }
 
 func splitList(v string) []string {
