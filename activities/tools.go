@@ -112,9 +112,17 @@ func ToolResultData(toolName, executionID string, out models.ToolOutput) map[str
 	return data
 }
 
-// LoadSubAgent reads an enabled sub-agent definition by name.
+// LoadSubAgent reads an enabled sub-agent definition of the default tenant
+// by name: the activity of runs started before tenants.
 func (a *Activities) LoadSubAgent(ctx context.Context, name string) (*models.SubAgent, error) {
-	def, err := a.Store.GetSubAgentByName(ctx, "default", name) // TODO(tenant)
+	return a.LoadTenantSubAgent(ctx, models.LoadSubAgentInput{Name: name})
+}
+
+// LoadTenantSubAgent reads an enabled sub-agent definition by name, in the
+// run's tenant: a run never reaches another tenant's sub-agents.
+func (a *Activities) LoadTenantSubAgent(ctx context.Context, in models.LoadSubAgentInput) (*models.SubAgent, error) {
+	name := in.Name
+	def, err := a.Store.GetSubAgentByName(ctx, in.Tenant, name)
 	if err != nil {
 		if models.ErrorCode(err) == models.CodeSubAgentNotFound {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("sub-agent %q does not exist", name), ErrSubAgentUnavailable, nil)

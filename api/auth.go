@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -225,4 +224,31 @@ func bearer(r *http.Request) (string, error) {
 func principal(c *gin.Context) auth.Principal {
 	p, _ := auth.PrincipalFrom(c.Request.Context())
 	return p
+}
+
+// Routes lists the routes the server serves.
+func (s *Server) Routes() gin.RoutesInfo { return s.router.Routes() }
+
+// RouteScope is the scope a route (method and path as registered, e.g.
+// "/api/v1/executions/:id") needs, and whether it is public.
+func (s *Server) RouteScope(method, path string) (auth.Scope, bool) {
+	r := s.rules[method+" "+path]
+	return r.scope, r.public
+}
+
+// accessMiddleware is access control's part of every request, in order:
+// CORS first (a preflight carries no credentials), then authentication and
+// scopes, the caller's request rate, and the body's media type.
+func (s *Server) accessMiddleware() []gin.HandlerFunc {
+	return []gin.HandlerFunc{corsMiddleware(s.access.CORSOrigins), s.authenticate, s.rateLimit(s.access.RateLimit), s.requireJSON()}
+}
+
+// idempotentCreate makes a creation route honour Idempotency-Key (see
+// idempotent), with the scope naming the operation.
+func (s *Server) idempotentCreate(scope string) gin.HandlerFunc {
+	ttl := s.access.IdempotencyTTL
+	if ttl <= 0 {
+		ttl = DefaultIdempotencyTTL
+	}
+	return s.idempotent(scope, s.store, ttl)
 }

@@ -63,6 +63,11 @@ func (s *Server) writeError(c *gin.Context, err error) {
 	}
 	code := models.ErrorCode(err)
 	errors.As(err, &e)
+	if code == models.CodeRateLimited && c.Writer.Header().Get("Retry-After") == "" {
+		// A tenant's concurrent-run limit: runs take seconds to minutes,
+		// so sooner would mostly be refused again.
+		c.Header("Retry-After", "5")
+	}
 	if code.HTTPStatus >= 500 {
 		s.log.ErrorContext(c.Request.Context(), "request failed", "method", c.Request.Method, "path", c.FullPath(), "error", err)
 	}

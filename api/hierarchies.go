@@ -248,6 +248,7 @@ func (s *Server) createHierarchy(c *gin.Context) {
 		return
 	}
 	h.ID = models.NewID()
+	h.TenantID = ownTenant(c.Request.Context())
 	if err := s.store.CreateHierarchy(c.Request.Context(), h); err != nil {
 		s.writeError(c, err)
 		return
@@ -260,7 +261,7 @@ func (s *Server) getHierarchy(c *gin.Context) {
 	if !valid {
 		return
 	}
-	h, err := s.store.GetHierarchy(c.Request.Context(), id)
+	h, err := s.visibleHierarchy(c.Request.Context(), id)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -279,6 +280,10 @@ func (s *Server) updateHierarchy(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	if err := s.keepTenant(c.Request.Context(), h); err != nil {
+		s.writeError(c, err)
+		return
+	}
 	if err := s.checkHierarchyRefs(c.Request.Context(), h); err != nil {
 		s.writeError(c, err)
 		return
@@ -293,6 +298,10 @@ func (s *Server) updateHierarchy(c *gin.Context) {
 func (s *Server) deleteHierarchy(c *gin.Context) {
 	id, valid := readID[idInput](s, c)
 	if !valid {
+		return
+	}
+	if _, err := s.visibleHierarchy(c.Request.Context(), id); err != nil {
+		s.writeError(c, err)
 		return
 	}
 	if err := s.store.DeleteHierarchy(c.Request.Context(), id); err != nil {
@@ -334,6 +343,7 @@ func (s *Server) listHierarchies(c *gin.Context) {
 	if !valid {
 		return
 	}
+	f.Tenant = tenantFilter(c.Request.Context())
 	items, total, err := s.store.ListHierarchies(c.Request.Context(), f)
 	if err != nil {
 		s.writeError(c, err)

@@ -11,7 +11,7 @@ func (s *Server) listMessages(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	if _, err := s.store.GetRun(ctx, id); err != nil {
+	if _, err := s.visibleRun(ctx, id); err != nil {
 		s.writeError(c, err)
 		return
 	}

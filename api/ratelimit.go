@@ -2,8 +2,6 @@ package api
 
 import (
 	"container/list"
-	"context"
-	"fmt"
 	"math"
 	"strconv"
 	"sync"
@@ -38,21 +36,22 @@ const (
 // scrape routes are exempt. It reads the principal, so it goes after
 // authentication; with l.RPS zero it only passes requests on.
 //
-// A caller is its principal's Method:KeyID. Anonymous requests (access
-// control off) carry no key, so they are told apart by client address
-// (gin's ClientIP, which follows the engine's trusted proxies) rather than
-// all sharing one bucket.
+// A caller is its principal's Method:KeyID. Requests without credentials
+// (AUTH_MODE=off: one local user, on 127.0.0.1 by default) are not limited:
+// there is no caller to tell apart, and one shared bucket would throttle
+// the whole service.
 func (s *Server) rateLimit(l RateLimit) gin.HandlerFunc {
 	if l.RPS <= 0 {
 		return func(c *gin.Context) { c.Next() }
 	}
 	lim := newRateLimiter(l, limiterIdle, maxLimiters, time.Now)
 	return func(c *gin.Context) {
-		if isOpsRoute(c) {
+		p, found := auth.PrincipalFrom(c.Request.Context())
+		if isOpsRoute(c) || !found || p.Method == auth.MethodNone {
 			c.Next()
 			return
 		}
-		if wait, allowed := lim.allow(rateKey(c)); !allowed {
+		if wait, allowed := lim.allow(string(p.Method) + ":" + p.KeyID); !allowed {
 			after := retryAfterSeconds(wait)
 			c.Header("Retry-After", strconv.Itoa(after))
 			s.writeError(c, models.Errorf(models.CodeRateLimited,
@@ -62,18 +61,6 @@ func (s *Server) rateLimit(l RateLimit) gin.HandlerFunc {
 		}
 		c.Next()
 	}
-}
-
-// rateKey names the caller a request is counted against.
-func rateKey(c *gin.Context) string {
-	p, found := auth.PrincipalFrom(c.Request.Context())
-	if !found {
-		p = auth.Anonymous()
-	}
-	if p.Method == auth.MethodNone {
-		return string(p.Method) + ":" + p.KeyID + "@" + c.ClientIP()
-	}
-	return string(p.Method) + ":" + p.KeyID
 }
 
 // retryAfterSeconds is a Retry-After value for a wait: whole seconds,
@@ -181,31 +168,4 @@ func (r *rateLimiter) size() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.entries)
-}
-
-// concurrentRunsRetryAfter is the Retry-After of a run refused for the
-// tenant's concurrent-run limit: runs take seconds to minutes, so sooner
-// would mostly be refused again.
-const concurrentRunsRetryAfter = "5"
-
-// checkConcurrentRuns refuses a new run of tenant when it already has limit
-// runs in progress (count says how many): 429 RATE_LIMIT_EXCEEDED with
-// Retry-After. A limit of 0 or less is no limit. The check is not atomic
-// with the start that follows, so simultaneous starts can pass it together
-// and go over the limit by their number: a soft limit, which is enough to keep one
-// tenant from filling the workers. A count that fails is returned as is.
-func (s *Server) checkConcurrentRuns(c *gin.Context, tenant string, limit int, count func(ctx context.Context, tenant string) (int64, error)) error {
-	if limit <= 0 {
-		return nil
-	}
-	n, err := count(c.Request.Context(), tenant)
-	if err != nil {
-		return fmt.Errorf("count the runs in progress of tenant %q: %w", tenant, err)
-	}
-	if n >= int64(limit) {
-		c.Header("Retry-After", concurrentRunsRetryAfter)
-		return models.Errorf(models.CodeRateLimited,
-			"too many runs in progress: tenant %q has %d, the most allowed is %d; retry when one has ended", tenant, n, limit)
-	}
-	return nil
 }

@@ -1,23 +1,19 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/op-stack/executor/auth"
-	"github.com/op-stack/executor/models"
 )
 
 // newBareServer is the least Server that writeError works with.
@@ -213,69 +209,19 @@ func TestRetryAfterSeconds(t *testing.T) {
 	}
 }
 
-func TestRateLimitAnonymousCallersByAddress(t *testing.T) {
+func TestRateLimitSkipsRequestsWithoutCredentials(t *testing.T) {
 	s := newBareServer()
 	r := gin.New()
-	r.Use(s.rateLimit(RateLimit{RPS: 0.001, Burst: 1}))
+	r.Use(func(c *gin.Context) {
+		c.Request = c.Request.WithContext(auth.WithPrincipal(c.Request.Context(), auth.Anonymous()))
+	}, s.rateLimit(RateLimit{RPS: 0.001, Burst: 1}))
 	r.GET("/x", func(c *gin.Context) { c.Status(http.StatusOK) })
-	get := func(addr string) int {
-		req := httptest.NewRequest(http.MethodGet, "/x", nil)
-		req.RemoteAddr = addr
+	for i := range 5 {
 		w := httptest.NewRecorder()
-		r.ServeHTTP(w, req)
-		return w.Code
-	}
-	if get("192.0.2.1:1000") != http.StatusOK || get("192.0.2.2:1000") != http.StatusOK {
-		t.Fatal("first requests of two addresses refused")
-	}
-	if got := get("192.0.2.1:1001"); got != http.StatusTooManyRequests {
-		t.Fatalf("second request of one address: status %d, want 429", got)
-	}
-}
-
-func TestCheckConcurrentRuns(t *testing.T) {
-	s := newBareServer()
-	var (
-		mu     sync.Mutex
-		counts = map[string]int64{"busy": 3, "calm": 2}
-		asked  []string
-	)
-	count := func(_ context.Context, tenant string) (int64, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		asked = append(asked, tenant)
-		if tenant == "broken" {
-			return 0, errors.New("database on fire")
+		r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/x", nil))
+		if w.Code != http.StatusOK {
+			t.Fatalf("request %d without credentials (AUTH_MODE=off): status %d, want 200", i, w.Code)
 		}
-		return counts[tenant], nil
-	}
-	check := func(tenant string, limit int) (*httptest.ResponseRecorder, error) {
-		w := httptest.NewRecorder()
-		c, _ := gin.CreateTestContext(w)
-		c.Request = httptest.NewRequest(http.MethodPost, ExecutorPrefix+"/runs/start", nil)
-		err := s.checkConcurrentRuns(c, tenant, limit, count)
-		if err != nil {
-			s.writeError(c, err)
-		}
-		return w, err
-	}
-
-	if _, err := check("calm", 3); err != nil {
-		t.Errorf("2 of 3 runs: %v", err)
-	}
-	w, err := check("busy", 3)
-	if models.ErrorCode(err) != models.CodeRateLimited || w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "5" {
-		t.Errorf("3 of 3 runs: err %v, status %d, Retry-After %q", err, w.Code, w.Header().Get("Retry-After"))
-	}
-	if !strings.Contains(models.ErrorMessage(err), "3") {
-		t.Errorf("message %q does not say the limit", models.ErrorMessage(err))
-	}
-	if w, err := check("broken", 3); err == nil || w.Code != http.StatusInternalServerError || w.Header().Get("Retry-After") != "" {
-		t.Errorf("failed count: err %v, status %d", err, w.Code)
-	}
-	asked = nil
-	if _, err := check("busy", 0); err != nil || len(asked) != 0 {
-		t.Errorf("limit 0 (unlimited): err %v, counted %v", err, asked)
 	}
 }
 

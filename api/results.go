@@ -491,7 +491,7 @@ type markdownResults struct {
 // loadResults loads a run and builds its results in format: *Results for JSON,
 // markdownResults for Markdown.
 func (s *Server) loadResults(ctx context.Context, id, format string) (*store.Run, any, error) {
-	run, err := s.store.GetRun(ctx, id)
+	run, err := s.visibleRun(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -574,7 +574,7 @@ func (s *Server) formatResults(ctx context.Context, id string, in formatInputBod
 	} else if trimmed := bytes.TrimSpace(rules); trimmed[0] != '{' || !json.Valid(trimmed) {
 		return nil, models.FieldError("extraction_rules", "must be a JSON object (template key: how to fill it)")
 	}
-	run, err := s.store.GetRun(ctx, id)
+	run, err := s.visibleRun(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -74,7 +74,7 @@ func (s *Server) startRun(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	h, err := s.store.GetHierarchy(ctx, hierarchyID)
+	h, err := s.visibleHierarchy(ctx, hierarchyID)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -101,6 +101,15 @@ type Runs struct {
 	// Models checks, before a run starts, that every agent's model routes
 	// to a supported, configured provider; nil skips the check.
 	Models ModelChecker
+	// MaxConcurrentRuns is how many runs one tenant may have pending or
+	// running; a start beyond it is refused with 429. Zero: unlimited. The
+	// check counts stored runs, so starts racing on several replicas may
+	// pass it together: it bounds spending, it is not exact.
+	MaxConcurrentRuns int
+	// TenantSearchAttribute says the namespace has the TenantId search
+	// attribute (decided apart from Options.SearchAttributes, which a
+	// namespace set up before tenants has without it).
+	TenantSearchAttribute bool
 }
 
 // ModelChecker resolves an agent's model as the worker will
@@ -123,10 +132,23 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 	if err := r.checkModels(h); err != nil {
 		return nil, err
 	}
+	// A run belongs to its hierarchy's tenant, whoever starts it (an admin
+	// may start another tenant's hierarchy): never to a tenant the request
+	// names.
+	tenant := tenantOrDefault(h.TenantID)
+	if r.MaxConcurrentRuns > 0 {
+		n, err := r.Store.CountActiveRuns(ctx, tenant)
+		if err != nil {
+			return nil, err
+		}
+		if n >= int64(r.MaxConcurrentRuns) {
+			return nil, models.Errorf(models.CodeRateLimited, "the tenant has %d runs pending or running, the most allowed (MAX_CONCURRENT_RUNS_PER_TENANT); retry when one ends", n)
+		}
+	}
 	id := models.NewID()
 	run := &store.Run{
 		ID: id, HierarchyID: h.ID, HierarchyName: h.Name, TotalTeams: len(h.Teams),
-		WorkflowID: models.RunWorkflowID(id), Task: task,
+		WorkflowID: models.RunWorkflowID(id), Task: task, TenantID: tenant,
 	}
 	if err := r.Store.CreateRun(ctx, run); err != nil {
 		return nil, err
@@ -137,14 +159,21 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 		StaticSummary: h.Name + ": " + oneLine(task, 200),
 		StaticDetails: fmt.Sprintf("Hierarchy %s (%s), %d teams, %s.\n\nTask: %s", h.Name, h.ID, len(h.Teams), h.ExecutionMode, task),
 	}
+	var attrs []temporal.SearchAttributeUpdate
 	if r.Options.SearchAttributes {
-		start.TypedSearchAttributes = temporal.NewSearchAttributes(
+		attrs = append(attrs,
 			models.SearchHierarchyID.ValueSet(h.ID),
 			models.SearchHierarchyName.ValueSet(h.Name),
 			models.SearchRunStatus.ValueSet(models.RunPending),
 		)
 	}
-	_, err := r.Temporal.ExecuteWorkflow(ctx, start, models.RunWorkflowName, models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(opts)})
+	if r.TenantSearchAttribute {
+		attrs = append(attrs, models.SearchTenantID.ValueSet(tenant))
+	}
+	if len(attrs) > 0 {
+		start.TypedSearchAttributes = temporal.NewSearchAttributes(attrs...)
+	}
+	_, err := r.Temporal.ExecuteWorkflow(ctx, start, models.RunWorkflowName, models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(tenant, opts)})
 	if err != nil {
 		_ = r.Store.DeleteRun(context.WithoutCancel(ctx), id)
 		return nil, &models.Error{Code: models.CodeUnavailable, Message: "could not start the run's workflow: Temporal is unavailable", Err: err}
@@ -152,8 +181,9 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 	return run, nil
 }
 
-func (r *Runs) runOptions(opts StartOptions) models.RunOptions {
+func (r *Runs) runOptions(tenant string, opts StartOptions) models.RunOptions {
 	o := r.Options
+	o.Tenant = tenant
 	if opts.MaxParallelTeams > 0 {
 		o.MaxParallelTeams = opts.MaxParallelTeams
 	}
@@ -216,7 +246,7 @@ func (s *Server) getRun(c *gin.Context) {
 	if !valid {
 		return
 	}
-	run, err := s.store.GetRun(c.Request.Context(), id)
+	run, err := s.visibleRun(c.Request.Context(), id)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -284,6 +314,7 @@ func (s *Server) listRuns(c *gin.Context) {
 		s.writeError(c, models.FieldError("status", "must be one of %s; got %q", strings.Join(models.RunStatuses, ", "), in.Status))
 		return
 	}
+	f.Tenant = tenantFilter(c.Request.Context())
 	runs, total, err := s.store.ListRuns(c.Request.Context(), store.RunFilter{ListFilter: f, HierarchyID: strings.TrimSpace(in.HierarchyID), Status: in.Status})
 	if err != nil {
 		s.writeError(c, err)
@@ -301,7 +332,7 @@ func (s *Server) cancelRun(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	run, err := s.store.GetRun(ctx, id)
+	run, err := s.visibleRun(ctx, id)
 	if err != nil {
 		s.writeError(c, err)
 		return

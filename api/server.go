@@ -51,6 +51,9 @@ type Options struct {
 	Health HealthChecker
 	// TracerProvider traces every request (otelgin) when not nil.
 	TracerProvider trace.TracerProvider
+	// Access is access control: who may call which route, and the
+	// limits. The zero value serves everyone as auth.Anonymous.
+	Access Access
 }
 
 // Server serves the HTTP API.
@@ -64,6 +67,8 @@ type Server struct {
 	tools        ToolCatalog
 	metrics      *telemetry.Metrics
 	readiness    Readiness
+	access       Access
+	rules        map[string]rule
 }
 
 // ExecutorPrefix is the path prefix of contract 002's endpoints.
@@ -80,6 +85,8 @@ func NewServer(opts Options) *Server {
 		router:       gin.New(),
 		tools:        opts.Tools,
 		metrics:      opts.Metrics,
+		access:       opts.Access,
+		rules:        routeRules(),
 	}
 	if s.tools == nil {
 		s.tools = noToolCatalog{}
@@ -107,7 +114,11 @@ func NewServer(opts Options) *Server {
 	if s.metrics != nil {
 		r.Use(s.observeRequests)
 	}
-	r.Use(markDialect, s.recoverPanics, s.logRequests, s.limitBody, s.rejectNULParams)
+	// Access control comes after the request log (which then records
+	// refusals too) and before anything reads the body.
+	r.Use(markDialect, s.recoverPanics, s.logRequests)
+	r.Use(s.accessMiddleware()...)
+	r.Use(s.limitBody, s.rejectNULParams)
 	s.routeOps(r, opts.MetricsHandler)
 	r.NoRoute(func(c *gin.Context) {
 		s.writeError(c, models.Errorf(models.CodeRouteNotFound, "no route for %s %s", c.Request.Method, c.Request.URL.Path))
@@ -118,7 +129,7 @@ func NewServer(opts Options) *Server {
 
 	v1 := r.Group(ExecutorPrefix)
 	h := v1.Group("/hierarchies")
-	h.POST("/create", s.createHierarchy)
+	h.POST("/create", s.idempotentCreate("hierarchies/create"), s.createHierarchy)
 	h.POST("/get", s.getHierarchy)
 	h.POST("/update", s.updateHierarchy)
 	h.POST("/delete", s.deleteHierarchy)
@@ -132,13 +143,14 @@ func NewServer(opts Options) *Server {
 	sa.POST("/list", s.listSubAgents)
 
 	runs := v1.Group("/runs", s.requireRuns)
-	runs.POST("/start", s.startRun)
+	runs.POST("/start", s.idempotentCreate("runs/start"), s.startRun)
 	runs.POST("/get", s.getRun)
 	runs.POST("/list", s.listRuns)
 	runs.POST("/cancel", s.cancelRun)
 	runs.POST("/events", s.listEvents)
 	runs.POST("/messages", s.listMessages)
 	runs.POST("/stream", s.streamRunPOST)
+	runs.POST("/stream-token", s.createStreamToken)
 	runs.GET("/:id/stream", s.streamRunGET)
 	// Results read the stored run (and query a live one when Temporal is
 	// there), so they are served without Temporal too.
@@ -146,6 +158,13 @@ func NewServer(opts Options) *Server {
 	v1.POST("/runs/results/format", s.requireRuns, s.formatRunResults)
 
 	s.routeV1(r.Group(V1Prefix))
+
+	keys := v1.Group("/apikeys")
+	keys.POST("/create", s.createAPIKey)
+	keys.POST("/list", s.listAPIKeys)
+	keys.POST("/revoke", s.revokeAPIKey)
+
+	checkRouteRules(r.Routes(), s.rules)
 	return s
 }
 

@@ -102,7 +102,7 @@ func (s *Server) streamRun(c *gin.Context, id string, after *int64) {
 		return
 	}
 	ctx := c.Request.Context()
-	run, err := s.store.GetRun(ctx, id)
+	run, err := s.visibleRun(ctx, id)
 	if err != nil {
 		s.writeError(c, err)
 		return

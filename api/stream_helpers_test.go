@@ -301,6 +301,9 @@ func (e *streamEnv) open(ctx context.Context, r streamRequest) *http.Response {
 		e.t.Fatal(err)
 	}
 	req.Header.Set("Accept", "text/event-stream")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if r.lastEventID != "" {
 		req.Header.Set("Last-Event-ID", r.lastEventID)
 	}

@@ -123,6 +123,7 @@ func TestStreamResume(t *testing.T) {
 			if c.r.body != nil {
 				raw, _ := json.Marshal(c.r.body)
 				req, _ = http.NewRequest(http.MethodPost, e.base+c.r.path, strings.NewReader(string(raw)))
+				req.Header.Set("Content-Type", "application/json")
 			}
 			if c.r.lastEventID != "" {
 				req.Header.Set("Last-Event-ID", c.r.lastEventID)

@@ -170,7 +170,7 @@ func (s *Server) checkRefs(ctx context.Context, refs []agentRefs, selfName, excl
 			}
 		}
 	}
-	existing, err := s.store.ExistingSubAgentNames(ctx, "default", lookup, excludeID) // TODO(tenant)
+	existing, err := s.store.ExistingSubAgentNames(ctx, ownTenant(ctx), lookup, excludeID)
 	if err != nil {
 		return err
 	}
@@ -223,6 +223,7 @@ func (s *Server) createSubAgent(c *gin.Context) {
 	if sa.ID == "" {
 		sa.ID = models.NewID()
 	}
+	sa.TenantID = ownTenant(c.Request.Context())
 	if err := s.store.CreateSubAgent(c.Request.Context(), sa); err != nil {
 		s.writeError(c, err)
 		return
@@ -236,6 +237,12 @@ func (s *Server) updateSubAgent(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	old, err := s.visibleSubAgent(c.Request.Context(), sa.ID)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	sa.TenantID = old.TenantID
 	if err := s.store.UpdateSubAgent(c.Request.Context(), sa); err != nil {
 		s.writeError(c, err)
 		return
@@ -263,9 +270,9 @@ func (s *Server) findSubAgent(c *gin.Context) (*models.SubAgent, error) {
 		// pick one silently.
 		return nil, models.FieldError("id", "give either id or name, not both")
 	case id != "":
-		return s.store.GetSubAgent(c.Request.Context(), id)
+		return s.visibleSubAgent(c.Request.Context(), id)
 	case name != "":
-		return s.store.GetSubAgentByName(c.Request.Context(), "default", name) // TODO(tenant)
+		return s.store.GetSubAgentByName(c.Request.Context(), ownTenant(c.Request.Context()), name)
 	default:
 		return nil, models.FieldError("id", "id or name is required")
 	}
@@ -298,6 +305,7 @@ func (s *Server) listSubAgents(c *gin.Context) {
 	if !valid {
 		return
 	}
+	f.Tenant = tenantFilter(c.Request.Context())
 	items, total, err := s.store.ListSubAgents(c.Request.Context(), f)
 	if err != nil {
 		s.writeError(c, err)

@@ -38,15 +38,16 @@ const (
 // spec 001's envelope by writeError (see markDialect).
 func (s *Server) routeV1(g *gin.RouterGroup) {
 	teams := g.Group("/hierarchical-teams", v1Resource("team_id"))
-	teams.POST("", s.v1CreateTeam)
+	teams.POST("", s.idempotentCreate("v1/hierarchical-teams"), s.v1CreateTeam)
 	teams.GET("/:id", s.v1GetTeam)
 	teams.PUT("/:id", s.v1UpdateTeam)
 	teams.DELETE("/:id", s.v1DeleteTeam)
-	teams.POST("/:id/execute", s.requireRuns, s.v1Execute)
+	teams.POST("/:id/execute", s.requireRuns, s.idempotentCreate("v1/hierarchical-teams/execute"), s.v1Execute)
 
 	ex := g.Group("/executions", v1Resource("execution_id"))
 	ex.GET("/:id", s.v1GetExecution)
 	ex.GET("/:id/stream", s.streamRunGET)
+	ex.POST("/:id/stream-token", s.v1CreateStreamToken)
 	ex.GET("/:id/results", s.v1Results)
 	ex.POST("/:id/results/format", s.requireRuns, s.v1FormatResults)
 	ex.POST("/:id/cancel", s.requireRuns, s.v1Cancel)
@@ -119,7 +120,7 @@ func (s *Server) v1Execute(c *gin.Context) {
 		opts.MaxParallelTeams = *ec.MaxParallelTeams
 	}
 	ctx := c.Request.Context()
-	h, err := s.store.GetHierarchy(ctx, id)
+	h, err := s.visibleHierarchy(ctx, id)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -162,7 +163,7 @@ func (s *Server) v1GetExecution(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	run, err := s.store.GetRun(ctx, id)
+	run, err := s.visibleRun(ctx, id)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -290,7 +291,7 @@ func (s *Server) v1Cancel(c *gin.Context) {
 // that has ended otherwise is a conflict. (runs/cancel applies the same
 // rules.)
 func (s *Server) cancelRunByID(ctx context.Context, id string) (string, error) {
-	run, err := s.store.GetRun(ctx, id)
+	run, err := s.visibleRun(ctx, id)
 	if err != nil {
 		return "", err
 	}

@@ -340,6 +340,7 @@ func (s *Server) v1CreateTeam(c *gin.Context) {
 		return
 	}
 	h.ID = models.NewID()
+	h.TenantID = ownTenant(c.Request.Context())
 	if err := s.store.CreateHierarchy(c.Request.Context(), h); err != nil {
 		s.writeError(c, err)
 		return
@@ -359,6 +360,10 @@ func (s *Server) v1UpdateTeam(c *gin.Context) {
 		return
 	}
 	h.ID = id
+	if err := s.keepTenant(c.Request.Context(), h); err != nil {
+		s.writeError(c, err)
+		return
+	}
 	if err := s.store.UpdateHierarchy(c.Request.Context(), h); err != nil {
 		s.writeError(c, err)
 		return
@@ -369,6 +374,10 @@ func (s *Server) v1UpdateTeam(c *gin.Context) {
 func (s *Server) v1DeleteTeam(c *gin.Context) {
 	id, err := pathID(c, "team_id")
 	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if _, err := s.visibleHierarchy(c.Request.Context(), id); err != nil {
 		s.writeError(c, err)
 		return
 	}
@@ -385,7 +394,7 @@ func (s *Server) v1GetTeam(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	h, err := s.store.GetHierarchy(c.Request.Context(), id)
+	h, err := s.visibleHierarchy(c.Request.Context(), id)
 	if err != nil {
 		s.writeError(c, err)
 		return

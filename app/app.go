@@ -5,6 +5,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/op-stack/executor/activities"
 	"github.com/op-stack/executor/api"
+	"github.com/op-stack/executor/auth"
 	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/models"
@@ -107,6 +109,7 @@ type options struct {
 	metricsHandler http.Handler
 	tracer         trace.TracerProvider
 	notifications  *Notifications
+	tokens         auth.Authenticator
 }
 
 func collect(opts []Option) options {
@@ -121,6 +124,48 @@ func collect(opts []Option) options {
 // serve handler at GET /metrics when handler is not nil.
 func WithMetrics(m *telemetry.Metrics, handler http.Handler) Option {
 	return func(o *options) { o.metrics, o.metricsHandler = m, handler }
+}
+
+// WithTokens makes the API accept the identity provider's tokens (see
+// NewTokenVerifier) besides API keys.
+func WithTokens(tokens auth.Authenticator) Option {
+	return func(o *options) { o.tokens = tokens }
+}
+
+// NewTokenVerifier is the OpenID Connect verifier the OIDC_* settings
+// describe, or nil when they are unset. ctx must live as long as the
+// service: the verifier fetches the provider's keys with it.
+func NewTokenVerifier(ctx context.Context, cfg config.Config) (auth.Authenticator, error) {
+	if cfg.OIDCIssuer == "" {
+		return nil, nil
+	}
+	v, err := auth.NewOIDC(ctx, auth.OIDCConfig{
+		Issuer: cfg.OIDCIssuer, Audience: cfg.OIDCAudience, JWKSURL: cfg.OIDCJWKSURL,
+		TenantClaim: cfg.OIDCTenantClaim, ScopesClaim: cfg.OIDCScopesClaim,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("OIDC: %w", err)
+	}
+	return v, nil
+}
+
+// NewAccess is the API's access control from the configuration: AUTH_MODE
+// (empty: off, as tests build the API; the executor binary resolves it per
+// command first), API keys from st, tokens when given, and the limits.
+func NewAccess(cfg config.Config, st *store.Store, tokens auth.Authenticator) api.Access {
+	mode := api.AuthOff
+	if cfg.AuthMode == config.AuthRequired {
+		mode = api.AuthRequired
+	}
+	return api.Access{
+		Mode:              mode,
+		Authenticator:     auth.Chain{Keys: auth.Keys{Lookup: st.KeyLookup()}, Tokens: tokens},
+		StreamTokenTTL:    cfg.StreamTokenTTL,
+		RateLimit:         api.RateLimit{RPS: cfg.RateLimitRPS, Burst: cfg.RateLimitBurst},
+		MaxConcurrentRuns: cfg.MaxConcurrentRunsPerTenant,
+		CORSOrigins:       cfg.CORSAllowedOrigins,
+		IdempotencyTTL:    cfg.IdempotencyKeyTTL,
+	}
 }
 
 // WithTracing traces the API's requests with tp; nil traces nothing.
@@ -161,8 +206,9 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 // (the API reads the same provider configuration as the worker).
 func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client, router *llm.Router, opts ...Option) *api.Server {
 	o := collect(opts)
-	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg)}
-	runs.Options.SearchAttributes = useSearchAttributes(cfg, log, tc)
+	access := NewAccess(cfg, st, o.tokens)
+	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg), MaxConcurrentRuns: access.MaxConcurrentRuns}
+	runs.Options.SearchAttributes, runs.TenantSearchAttribute = useSearchAttributes(cfg, log, tc)
 	if router != nil {
 		runs.Models = router
 	}
@@ -191,6 +237,7 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 		MetricsHandler: o.metricsHandler,
 		Health:         health,
 		TracerProvider: o.tracer,
+		Access:         access,
 	})
 }
 

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"log/slog"
+	"sort"
 	"strings"
 	"time"
 
@@ -14,39 +15,46 @@ import (
 )
 
 // useSearchAttributes decides whether runs carry the custom search
-// attributes (HierarchyId, RunStatus, HierarchyName): a namespace without
-// them would reject every run that sets them, so with
+// attributes (HierarchyId, RunStatus, HierarchyName, and TenantId apart): a
+// namespace without them would reject every run that sets them, so with
 // TEMPORAL_SEARCH_ATTRIBUTES=auto the namespace is asked once at start, and
-// a missing attribute turns them off with a warning saying how to create
-// them.
-func useSearchAttributes(cfg config.Config, log *slog.Logger, tc client.Client) bool {
+// a missing attribute turns it off with a warning saying how to create it.
+// TenantId is decided on its own, so that a namespace set up before tenants
+// keeps the other three.
+func useSearchAttributes(cfg config.Config, log *slog.Logger, tc client.Client) (core, tenant bool) {
 	switch cfg.TemporalSearchAttributes {
 	case "true":
-		return true
+		return true, true
 	case "false":
-		return false
+		return false, false
 	}
 	if tc == nil {
-		return false
+		return false, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	resp, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: cfg.TemporalNamespace})
 	if err != nil {
 		log.Warn("cannot list search attributes; runs will not set them", "error", err)
-		return false
+		return false, false
 	}
 	var missing []string
-	for name := range models.SearchAttributeTypes() {
+	for name, typ := range models.SearchAttributeTypes() {
 		if _, ok := resp.GetCustomAttributes()[name]; !ok {
-			missing = append(missing, name)
+			missing = append(missing, "--name "+name+" --type "+typ)
+		}
+	}
+	_, hasTenant := resp.GetCustomAttributes()[models.SearchTenantID.GetName()]
+	core = true
+	for _, m := range missing {
+		if !strings.Contains(m, models.SearchTenantID.GetName()) {
+			core = false
 		}
 	}
 	if len(missing) > 0 {
+		sort.Strings(missing)
 		log.Warn("search attributes missing; runs will not set them (create them with: temporal operator search-attribute create --namespace "+
-			cfg.TemporalNamespace+" --name HierarchyId --type Keyword --name RunStatus --type Keyword --name HierarchyName --type Text)",
-			"missing", strings.Join(missing, ","))
-		return false
+			cfg.TemporalNamespace+" "+strings.Join(missing, " ")+")", "hierarchy_attributes", core, "tenant_attribute", hasTenant)
 	}
-	return true
+	return core, hasTenant
 }

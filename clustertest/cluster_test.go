@@ -191,6 +191,17 @@ func newCluster(t *testing.T) *cluster {
 	}
 	logf("database %s migrated", c.dbURL)
 
+	// A key for the API replicas, which require one (`executor serve`'s
+	// default), made as an operator would.
+	mk := exec.Command(c.bin, "apikeys", "create", "--tenant", "cluster-test", "--scopes", "hierarchies:read,hierarchies:write,runs:read,runs:write")
+	mk.Env = c.environ(nil)
+	var keyOut, keyErr bytes.Buffer
+	mk.Stdout, mk.Stderr = &keyOut, &keyErr
+	if err := mk.Run(); err != nil {
+		t.Fatalf("executor apikeys create: %v\n%s", err, keyErr.String())
+	}
+	bearer = strings.TrimSpace(keyOut.String())
+
 	// The model.
 	c.fake = llmfake.New(t)
 
@@ -311,10 +322,16 @@ type envelope struct {
 	Data      json.RawMessage `json:"data"`
 }
 
+// bearer is the API key the test's requests carry.
+var bearer string
+
 func post(t testing.TB, api *proc, path string, body, out any) {
 	t.Helper()
 	raw, _ := json.Marshal(body)
-	resp, err := http.Post(api.url+path, "application/json", bytes.NewReader(raw))
+	req, _ := http.NewRequest(http.MethodPost, api.url+path, bytes.NewReader(raw))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s POST %s: %v", api.name, path, err)
 	}
@@ -422,6 +439,7 @@ func openStream(t testing.TB, api *proc, runID string, lastEventID int64) *http.
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, api.url+"/runs/"+runID+"/stream", nil)
 	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+bearer)
 	if lastEventID > 0 {
 		req.Header.Set("Last-Event-ID", strconv.FormatInt(lastEventID, 10))
 	}

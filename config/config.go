@@ -100,6 +100,48 @@ type Config struct {
 	// SSENotify is auto, local or off (see SSE_NOTIFY).
 	SSENotify             string
 	SSESafetyPollInterval time.Duration
+
+	// Access control. AuthMode is "" until the command resolves it
+	// (ResolveAuthMode): `executor dev` defaults to off, `executor serve`
+	// to required.
+	AuthMode        string
+	OIDCIssuer      string
+	OIDCAudience    string
+	OIDCJWKSURL     string
+	OIDCTenantClaim string
+	OIDCScopesClaim string
+	StreamTokenTTL  time.Duration
+}
+
+// AUTH_MODE values.
+const (
+	AuthOff      = "off"
+	AuthRequired = "required"
+)
+
+// Default listen addresses: `executor dev` serves this machine only;
+// `executor serve` every interface, for containers and load balancers.
+const (
+	DevHTTPAddr   = "127.0.0.1:8080"
+	ServeHTTPAddr = ":8080"
+)
+
+// ResolveCommandDefaults fills the settings whose default depends on the
+// command: the listen address and AUTH_MODE (off for dev, required for
+// serve).
+func (c *Config) ResolveCommandDefaults(dev bool) {
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = ServeHTTPAddr
+		if dev {
+			c.HTTPAddr = DevHTTPAddr
+		}
+	}
+	if c.AuthMode == "" {
+		c.AuthMode = AuthRequired
+		if dev {
+			c.AuthMode = AuthOff
+		}
+	}
 }
 
 // SSE_NOTIFY values.
@@ -132,7 +174,7 @@ type Var struct {
 }
 
 var vars = []Var{
-	{"HTTP_ADDR", ":8080", "Address the HTTP API listens on.", func(c *Config, v string) error { c.HTTPAddr = v; return nil }},
+	{"HTTP_ADDR", "", "Address the HTTP API listens on. Empty: `127.0.0.1:8080` for `executor dev` (this machine only), `:8080` (every interface) for `executor serve`.", func(c *Config, v string) error { c.HTTPAddr = v; return nil }},
 	{"DATABASE_URL", "", "PostgreSQL URL (`postgres://user:pass@host:5432/db?sslmode=disable`). Empty: an embedded SQLite file `executor.db` under `DATA_DIR`.", func(c *Config, v string) error { c.DatabaseURL = v; return nil }},
 	{"DATA_DIR", "./.data", "Directory for the embedded SQLite database and the dev server's Temporal database.", func(c *Config, v string) error { c.DataDir = v; return nil }},
 	{"LOG_LEVEL", "info", "`debug`, `info`, `warn` or `error`.", func(c *Config, v string) error { c.LogLevel = v; return nil }},
@@ -223,6 +265,20 @@ var vars = []Var{
 	{"SSE_IDLE_POLL_INTERVAL", "500ms", "Without notifications, the poller's interval once a run has been quiet for a while.", durationVar(func(c *Config, d time.Duration) { c.SSEIdlePollInterval = d })},
 	{"SSE_KEEPALIVE", "15s", "Interval of the keep-alive comment on an idle event stream.", durationVar(func(c *Config, d time.Duration) { c.SSEKeepAlive = d })},
 	{"RECONCILE_INTERVAL", "1m", "How often an API process looks for runs still running in the database whose workflow ended without them (terminated, timed out) and marks them failed.", durationVar(func(c *Config, d time.Duration) { c.ReconcileInterval = d })},
+	{"AUTH_MODE", "", "`required`: every route but `/healthz`, `/readyz` and `/metrics` needs an API key or identity-provider token (see [Security](#security-keys-tenants-scopes-limits)); `off`: none does, and everything belongs to the `default` tenant. Empty: `off` for `executor dev`, `required` for `executor serve` (which warns at start when it is `off`).", func(c *Config, v string) error {
+		switch v = strings.ToLower(strings.TrimSpace(v)); v {
+		case "", AuthOff, AuthRequired:
+			c.AuthMode = v
+			return nil
+		}
+		return fmt.Errorf("want off or required, got %q", v)
+	}},
+	{"OIDC_ISSUER", "", "Issuer (`iss`) of the identity provider whose JWTs are accepted besides API keys. Setting it (with `OIDC_AUDIENCE` and `OIDC_JWKS_URL`) turns OpenID Connect on.", func(c *Config, v string) error { c.OIDCIssuer = v; return nil }},
+	{"OIDC_AUDIENCE", "", "Audience (`aud`) the service's tokens must carry.", func(c *Config, v string) error { c.OIDCAudience = v; return nil }},
+	{"OIDC_JWKS_URL", "", "URL of the identity provider's signing keys (JWKS), fetched when a token names a key not yet known.", func(c *Config, v string) error { c.OIDCJWKSURL = v; return nil }},
+	{"OIDC_TENANT_CLAIM", "tenant", "Claim of a token that names its tenant (a string).", func(c *Config, v string) error { c.OIDCTenantClaim = v; return nil }},
+	{"OIDC_SCOPES_CLAIM", "scope", "Claim of a token that lists its scopes: a space- or comma-separated string, or an array of strings. Scopes this service does not know are ignored.", func(c *Config, v string) error { c.OIDCScopesClaim = v; return nil }},
+	{"STREAM_TOKEN_TTL", "10m", "How long a run's stream token (for browsers' `EventSource`) may be used to connect and reconnect.", durationVar(func(c *Config, d time.Duration) { c.StreamTokenTTL = d })},
 	{"CONTEXT_CHAR_LIMIT", "8000", "Longest earlier output (in characters) put into a later agent's prompt.", intVar(func(c *Config, n int) { c.ContextCharLimit = n })},
 	{"CONTEXT_TOTAL_CHAR_LIMIT", "32000", "Most characters of earlier outputs put into one prompt together: the newest outputs are kept, older ones are left out (the prompt says how many).", intVar(func(c *Config, n int) { c.ContextTotalChars = n })},
 }
@@ -248,6 +304,9 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	case "text", "json":
 	default:
 		return Config{}, fmt.Errorf("LOG_FORMAT: want text or json, got %q", c.LogFormat)
+	}
+	if (c.OIDCIssuer != "" || c.OIDCAudience != "" || c.OIDCJWKSURL != "") && (c.OIDCIssuer == "" || c.OIDCAudience == "" || c.OIDCJWKSURL == "") {
+		return Config{}, fmt.Errorf("OIDC_ISSUER, OIDC_AUDIENCE and OIDC_JWKS_URL must be set together")
 	}
 	return c, nil
 }

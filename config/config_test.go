@@ -12,7 +12,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.HTTPAddr != ":8080" || c.DatabaseURL != "" || c.SQLitePath() != ".data/executor.db" || c.TaskQueue != "op-stack-executor" ||
+	if c.HTTPAddr != "" || c.AuthMode != "" || c.DatabaseURL != "" || c.SQLitePath() != ".data/executor.db" || c.TaskQueue != "op-stack-executor" ||
 		c.DevServerUIPort != 8233 || c.MaxBodyBytes != 1<<20 || c.ShutdownTimeout != 30*time.Second {
 		t.Errorf("defaults = %+v", c)
 	}
@@ -45,6 +45,39 @@ func TestREADMEDocumentsEveryVariable(t *testing.T) {
 		if !strings.Contains(string(readme), row) {
 			t.Errorf("README.md has no configuration row for %s (want a line starting %q)", v.Name, row)
 		}
+	}
+}
+
+func TestCommandDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		dev            bool
+		addr, authMode string
+	}{{true, DevHTTPAddr, AuthOff}, {false, ServeHTTPAddr, AuthRequired}} {
+		c, err := load(func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ResolveCommandDefaults(tc.dev)
+		if c.HTTPAddr != tc.addr || c.AuthMode != tc.authMode {
+			t.Errorf("dev=%v: HTTP_ADDR %q, AUTH_MODE %q; want %q, %q", tc.dev, c.HTTPAddr, c.AuthMode, tc.addr, tc.authMode)
+		}
+	}
+	// What the environment sets wins.
+	c, err := load(func(k string) (string, bool) {
+		return map[string]string{"AUTH_MODE": "Required", "HTTP_ADDR": ":9999"}[k], true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ResolveCommandDefaults(true)
+	if c.HTTPAddr != ":9999" || c.AuthMode != AuthRequired {
+		t.Errorf("set: HTTP_ADDR %q, AUTH_MODE %q", c.HTTPAddr, c.AuthMode)
+	}
+	if _, err := load(func(k string) (string, bool) { return map[string]string{"AUTH_MODE": "maybe"}[k], true }); err == nil {
+		t.Error("AUTH_MODE=maybe accepted")
+	}
+	if _, err := load(func(k string) (string, bool) { return map[string]string{"OIDC_ISSUER": "https://idp"}[k], true }); err == nil {
+		t.Error("OIDC_ISSUER without OIDC_AUDIENCE and OIDC_JWKS_URL accepted")
 	}
 }
 

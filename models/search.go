@@ -7,11 +7,15 @@ import "go.temporal.io/sdk/temporal"
 // registers them on the dev server; on a real cluster create them with
 //
 //	temporal operator search-attribute create --namespace <ns> \
-//	  --name HierarchyId --type Keyword --name RunStatus --type Keyword --name HierarchyName --type Text
+//	  --name HierarchyId --type Keyword --name RunStatus --type Keyword --name HierarchyName --type Text \
+//	  --name TenantId --type Keyword
 var (
 	SearchHierarchyID   = temporal.NewSearchAttributeKeyKeyword("HierarchyId")
 	SearchRunStatus     = temporal.NewSearchAttributeKeyKeyword("RunStatus")
 	SearchHierarchyName = temporal.NewSearchAttributeKeyString("HierarchyName")
+	// SearchTenantID is the tenant owning the run, so operators can filter
+	// one tenant's runs: TenantId = "acme".
+	SearchTenantID = temporal.NewSearchAttributeKeyKeyword("TenantId")
 )
 
 // SearchAttributeTypes lists the custom search attributes with their types
@@ -21,5 +25,6 @@ func SearchAttributeTypes() map[string]string {
 		SearchHierarchyID.GetName():   "Keyword",
 		SearchRunStatus.GetName():     "Keyword",
 		SearchHierarchyName.GetName(): "Text",
+		SearchTenantID.GetName():      "Keyword",
 	}
 }

@@ -64,6 +64,12 @@ func IsTerminal(status string) bool {
 // configuration at start. They travel in the workflow input, so a run keeps
 // the settings it started with. They never hold credentials.
 type RunOptions struct {
+	// Tenant owns the run: its hierarchy's tenant, set by the API at
+	// start, never taken from a request body. Team turns and sub-agents
+	// carry it with the options, and look sub-agents up in it. Empty in
+	// runs started before tenants, whose sub-agents are the default
+	// tenant's.
+	Tenant           string        `json:"tenant,omitempty"`
 	LLMCallTimeout   time.Duration `json:"llm_call_timeout"`
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout"`
 	MaxAttempts      int32         `json:"max_attempts"`
@@ -571,6 +577,13 @@ type SubAgentInput struct {
 	// sub-agents may start together, lent by the caller out of the run's
 	// MaxDelegationsPerRun (with Options.DelegationCaps).
 	DelegationBudget int `json:"delegation_budget,omitempty"`
+}
+
+// LoadSubAgentInput names a sub-agent to load: by name, in a tenant (empty:
+// the default tenant).
+type LoadSubAgentInput struct {
+	Tenant string `json:"tenant,omitempty"`
+	Name   string `json:"name"`
 }
 
 // SubAgentResult is what a sub-agent returns to its caller.

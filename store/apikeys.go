@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gorm.io/gorm"
 
 	"github.com/op-stack/executor/auth"
+	"github.com/op-stack/executor/models"
 )
 
 // ErrAPIKeyNotFound is returned for an API key hash or id the store does
@@ -180,4 +182,48 @@ func dbTimePtr(t *time.Time) *time.Time {
 	}
 	u := dbTime(*t)
 	return &u
+}
+
+// CheckTenant checks a tenant name given for a new key: 1 to 100
+// characters, no white space.
+func CheckTenant(tenant string) error {
+	t := strings.TrimSpace(tenant)
+	switch {
+	case t == "":
+		return models.FieldError("tenant", "is required")
+	case utf8.RuneCountInString(t) > 100:
+		return models.FieldError("tenant", "must be at most 100 characters")
+	case strings.ContainsAny(t, " \t\r\n"):
+		return models.FieldError("tenant", "%q contains white space", t)
+	}
+	return nil
+}
+
+// IssueAPIKey makes a new API key for tenant with scopes, expiring after
+// ttl (0: never), and stores its hash. It returns the key, which exists
+// nowhere else: the caller shows it once.
+func (s *Store) IssueAPIKey(ctx context.Context, tenant string, scopes []auth.Scope, ttl time.Duration, description string) (string, *APIKey, error) {
+	if err := CheckTenant(tenant); err != nil {
+		return "", nil, err
+	}
+	if len(scopes) == 0 {
+		return "", nil, models.FieldError("scopes", "at least one scope is required")
+	}
+	key, hash, err := auth.NewAPIKey()
+	if err != nil {
+		return "", nil, err
+	}
+	names := make([]string, len(scopes))
+	for i, sc := range scopes {
+		names[i] = string(sc)
+	}
+	rec := &APIKey{Hash: hash, Prefix: key[:APIKeyPrefixLen], Tenant: strings.TrimSpace(tenant), Scopes: names, Description: description}
+	if ttl > 0 {
+		at := time.Now().Add(ttl).UTC()
+		rec.ExpiresAt = &at
+	}
+	if err := s.CreateAPIKey(ctx, rec); err != nil {
+		return "", nil, err
+	}
+	return key, rec, nil
 }

@@ -262,7 +262,13 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrSubAgentUnavailable}},
 	})
-	if err := workflow.ExecuteActivity(lctx, a.LoadSubAgent, args.Name).Get(ctx, &def); err != nil {
+	// Runs started before tenants have no tenant and keep the activity
+	// their histories recorded; the input decides, so replay agrees.
+	load := workflow.ExecuteActivity(lctx, a.LoadSubAgent, args.Name)
+	if t.Options.Tenant != "" {
+		load = workflow.ExecuteActivity(lctx, a.LoadTenantSubAgent, models.LoadSubAgentInput{Tenant: t.Options.Tenant, Name: args.Name})
+	}
+	if err := load.Get(ctx, &def); err != nil {
 		return refuse("%s", failureMessage(err))
 	}
 	if contains(t.Source.Path, def.ID) {

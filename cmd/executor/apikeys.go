@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/op-stack/executor/auth"
 	"github.com/op-stack/executor/config"
@@ -94,15 +92,6 @@ func apikeysCreate(ctx context.Context, cfg config.Config, log *slog.Logger, arg
 	if fs.NArg() > 0 {
 		return fmt.Errorf("apikeys create: unexpected argument %q", fs.Arg(0))
 	}
-	t := strings.TrimSpace(*tenant)
-	switch {
-	case t == "":
-		return errors.New("apikeys create: --tenant is required")
-	case utf8.RuneCountInString(t) > 100:
-		return errors.New("apikeys create: --tenant must be at most 100 characters")
-	case strings.ContainsAny(t, " \t\r\n"):
-		return fmt.Errorf("apikeys create: --tenant %q contains white space", t)
-	}
 	if strings.TrimSpace(*scopes) == "" {
 		return fmt.Errorf("apikeys create: --scopes is required (known: %s)", auth.JoinScopes(auth.AllScopes()))
 	}
@@ -110,14 +99,14 @@ func apikeysCreate(ctx context.Context, cfg config.Config, log *slog.Logger, arg
 	if err != nil {
 		return fmt.Errorf("apikeys create: --scopes: %w", err)
 	}
-	var expiresAt *time.Time
+	var ttl time.Duration
 	if *expires != "" {
-		d, err := parseLifetime(*expires)
-		if err != nil {
+		if ttl, err = auth.ParseTTL(*expires); err != nil {
 			return fmt.Errorf("apikeys create: --expires: %w", err)
 		}
-		at := time.Now().Add(d).UTC()
-		expiresAt = &at
+	}
+	if err := store.CheckTenant(*tenant); err != nil {
+		return fmt.Errorf("apikeys create: --%w", err)
 	}
 
 	st, err := openKeyStore(ctx, cfg, log)
@@ -125,16 +114,8 @@ func apikeysCreate(ctx context.Context, cfg config.Config, log *slog.Logger, arg
 		return err
 	}
 	defer st.Close()
-	key, hash, err := auth.NewAPIKey()
+	key, rec, err := st.IssueAPIKey(ctx, *tenant, sc, ttl, *description)
 	if err != nil {
-		return err
-	}
-	names := make([]string, len(sc))
-	for i, s := range sc {
-		names[i] = string(s)
-	}
-	rec := &store.APIKey{Hash: hash, Prefix: key[:store.APIKeyPrefixLen], Tenant: t, Scopes: names, Description: *description, ExpiresAt: expiresAt}
-	if err := st.CreateAPIKey(ctx, rec); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, key)
@@ -145,27 +126,6 @@ func apikeysCreate(ctx context.Context, cfg config.Config, log *slog.Logger, arg
 	fmt.Fprintf(stderr, "created API key %s (%s...) for tenant %s with scopes %s; it %s.\nThe key is shown only this once: store it now.\n",
 		rec.ID, rec.Prefix, rec.Tenant, auth.JoinScopes(sc), until)
 	return nil
-}
-
-// parseLifetime reads a Go duration or a number of days ("90d").
-func parseLifetime(s string) (time.Duration, error) {
-	var d time.Duration
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		days, err := strconv.Atoi(n)
-		if err != nil {
-			return 0, fmt.Errorf("%q: want a Go duration (720h) or a number of days (90d)", s)
-		}
-		d = time.Duration(days) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			return 0, fmt.Errorf("%q: want a Go duration (720h) or a number of days (90d)", s)
-		}
-	}
-	if d <= 0 {
-		return 0, fmt.Errorf("%q: must be positive", s)
-	}
-	return d, nil
 }
 
 func apikeysList(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, stdout, stderr io.Writer) error {

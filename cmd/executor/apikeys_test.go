@@ -108,16 +108,3 @@ func TestAPIKeysCommand(t *testing.T) {
 		}
 	}
 }
-
-func TestParseLifetime(t *testing.T) {
-	for in, want := range map[string]time.Duration{"90d": 90 * 24 * time.Hour, "1d": 24 * time.Hour, "720h": 720 * time.Hour, "90m": 90 * time.Minute} {
-		if got, err := parseLifetime(in); err != nil || got != want {
-			t.Errorf("parseLifetime(%q) = %v, %v", in, got, err)
-		}
-	}
-	for _, in := range []string{"", "d", "0d", "-1d", "0", "1y", "x"} {
-		if _, err := parseLifetime(in); err == nil {
-			t.Errorf("parseLifetime(%q) succeeded", in)
-		}
-	}
-}

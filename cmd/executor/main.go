@@ -75,8 +75,10 @@ func run(args []string) error {
 		if cfg.TemporalAddress == "" {
 			cfg.TemporalAddress = fmt.Sprintf("127.0.0.1:%d", cfg.DevServerPort)
 		}
+		cfg.ResolveCommandDefaults(false)
 		return serve(ctx, cfg, log, r)
 	case "dev":
+		cfg.ResolveCommandDefaults(true)
 		return dev(ctx, cfg, log)
 	case "migrate":
 		return migrate(ctx, cfg, log)

@@ -27,7 +27,8 @@ import (
 )
 
 // role selects which parts of the service a process runs.
-type role struct{ api, worker bool }
+// role is what a process runs; dev marks `executor dev`.
+type role struct{ api, worker, dev bool }
 
 func parseRole(s string) (role, error) {
 	switch s {
@@ -193,6 +194,14 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) err
 		log.Info("Temporal worker started", "task_queue", cfg.TaskQueue, "namespace", cfg.TemporalNamespace)
 	}
 	if r.api {
+		tokens, err := app.NewTokenVerifier(ctx, cfg)
+		if err != nil {
+			stop = shutdown(log, cfg.ShutdownTimeout, parts)
+			return err
+		}
+		if tokens != nil {
+			opts = append(opts, app.WithTokens(tokens))
+		}
 		srv := app.NewAPI(cfg, log, st, tc, router, opts...)
 		// No WriteTimeout: event streams stay open for the length of a run.
 		httpServer, addr, err := listenAndServe(cfg.HTTPAddr, srv.Handler(), errc)
@@ -201,7 +210,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) err
 			return fmt.Errorf("HTTP_ADDR: %w", err)
 		}
 		parts.api, parts.http = srv, httpServer
-		log.Info("HTTP API listening", "addr", addr, "metrics", metricsOnAPI)
+		log.Info("HTTP API listening", "addr", addr, "metrics", metricsOnAPI, "auth_mode", cfg.AuthMode, "oidc", tokens != nil)
+		logAccess(log, cfg, addr, r.dev)
 		// Runs whose workflows ended without them (terminated, timed out)
 		// are marked failed even when nobody reads them.
 		go srv.ReconcileEvery(ctx, cfg.ReconcileInterval)
@@ -327,7 +337,21 @@ func dev(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		}()
 		cfg.TemporalAddress = ds.FrontendHostPort()
 	}
-	return serve(ctx, cfg, log, role{api: true, worker: true})
+	return serve(ctx, cfg, log, role{api: true, worker: true, dev: true})
+}
+
+// logAccess says at start when access control is off: for `executor dev`
+// on this machine only, as information; otherwise as a warning.
+func logAccess(log *slog.Logger, cfg config.Config, addr string, dev bool) {
+	if cfg.AuthMode != config.AuthOff {
+		return
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); dev && ip != nil && ip.IsLoopback() {
+		log.Info("access control is off (AUTH_MODE=off): every request acts as the default tenant with every scope; the API listens on this machine only", "addr", addr)
+		return
+	}
+	log.Warn("access control is off (AUTH_MODE=off): anyone who reaches the API can read every run and spend the model keys; set AUTH_MODE=required and create keys with `executor apikeys create`", "addr", addr)
 }
 
 // withoutEnv runs f with the environment variables named prefix… unset,
