@@ -85,6 +85,7 @@ func runWithDevServer(m *testing.M) (int, error) {
 		LogLevel:      "error",
 		SearchAttributes: temporal.NewSearchAttributes(
 			models.SearchHierarchyID.ValueSet(""), models.SearchRunStatus.ValueSet(""), models.SearchHierarchyName.ValueSet(""),
+			models.SearchTenantID.ValueSet(""),
 		),
 		ExtraArgs: []string{
 			"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
@@ -209,7 +210,17 @@ func newEnv(t testing.TB, rules []llmfake.Rule, opts ...envOption) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.api = app.NewAPI(e.cfg, quietLog, e.store, e.temporal, router, app.WithNotifications(e.notes))
+	apiOpts := []app.Option{app.WithNotifications(e.notes)}
+	// As `executor serve` wires them: the identity provider's tokens when
+	// OIDC_* are set.
+	tokens, err := app.NewTokenVerifier(context.Background(), e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tokens != nil {
+		apiOpts = append(apiOpts, app.WithTokens(tokens))
+	}
+	e.api = app.NewAPI(e.cfg, quietLog, e.store, e.temporal, router, apiOpts...)
 	srv := httptest.NewServer(e.api.Handler())
 	t.Cleanup(srv.Close)
 	e.apiURL = srv.URL + "/api/executor/v1"
