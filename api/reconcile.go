@@ -166,5 +166,27 @@ func (r *Runs) ReconcileEvery(ctx context.Context, interval time.Duration, log *
 // ReconcileEvery reconciles the server's stale runs every interval until ctx
 // ends (see Runs.ReconcileEvery).
 func (s *Server) ReconcileEvery(ctx context.Context, interval time.Duration) {
+	if s.store != nil {
+		go s.sweepIdempotencyKeys(ctx, interval)
+	}
 	s.runs.ReconcileEvery(ctx, interval, s.log)
+}
+
+// sweepIdempotencyKeys deletes expired Idempotency-Key records on the
+// reconciler's interval, so the table holds only keys still honoured.
+func (s *Server) sweepIdempotencyKeys(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := s.store.DeleteExpiredIdempotencyKeys(ctx, time.Now()); err != nil {
+				s.log.WarnContext(ctx, "sweeping expired idempotency keys failed", "error", err)
+			} else if n > 0 {
+				s.log.DebugContext(ctx, "swept expired idempotency keys", "deleted", n)
+			}
+		}
+	}
 }

@@ -488,3 +488,40 @@ func TestMigrateAccessKeepsData(t *testing.T) {
 		})
 	}
 }
+
+// A claim whose request never finished (its process died) is taken over
+// once it is older than the lease; a fresh one is not.
+func TestIdempotencyStaleClaimIsTakenOver(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		now := time.Now()
+		fresh := store.IdempotencyRecord{Tenant: "a", Scope: "runs/start", Key: "fresh", RequestHash: "h1", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+		stale := fresh
+		stale.Key, stale.CreatedAt = "stale", now.Add(-store.IdempotencyClaimLease-time.Minute)
+		for _, rec := range []store.IdempotencyRecord{fresh, stale} {
+			if existing, err := st.BeginIdempotent(ctx, rec); err != nil || existing != nil {
+				t.Fatalf("first claim of %s: %+v, %v", rec.Key, existing, err)
+			}
+		}
+		retry := func(key string) *store.IdempotencyRecord {
+			existing, err := st.BeginIdempotent(ctx, store.IdempotencyRecord{Tenant: "a", Scope: "runs/start", Key: key, RequestHash: "h1", ExpiresAt: time.Now().Add(time.Hour)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return existing
+		}
+		if existing := retry("fresh"); existing == nil || existing.Done {
+			t.Errorf("retry of a fresh claim: %+v, want the pending record (in progress)", existing)
+		}
+		if existing := retry("stale"); existing != nil {
+			t.Errorf("retry of a claim older than the lease: %+v, want it taken over", existing)
+		}
+		// Once finished, a record is replayed however old it is.
+		if err := st.FinishIdempotent(ctx, "a", "runs/start", "stale", 200, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if existing := retry("stale"); existing == nil || !existing.Done {
+			t.Errorf("retry of a finished record: %+v", existing)
+		}
+	})
+}

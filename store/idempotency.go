@@ -47,6 +47,11 @@ type idempotencyRow struct {
 
 func (idempotencyRow) TableName() string { return "idempotency_key" }
 
+// IdempotencyClaimLease is how long a claim may stay unfinished before it
+// is taken to be abandoned (its process died mid-request) and a retry may
+// claim the key again. Creation requests answer in seconds.
+const IdempotencyClaimLease = 2 * time.Minute
+
 // idempotencyPK selects the row of (tenant, scope, key).
 const idempotencyPK = `tenant_id = ? AND scope = ? AND "key" = ?`
 
@@ -92,12 +97,15 @@ func (s *Store) BeginIdempotent(ctx context.Context, rec IdempotencyRecord) (*Id
 			return nil, err
 		}
 		now := dbTime(time.Now())
-		if existing.ExpiresAt.After(now) {
+		staleBefore := now.Add(-IdempotencyClaimLease)
+		if existing.ExpiresAt.After(now) && (existing.Done || existing.CreatedAt.After(staleBefore)) {
 			return existing.toRecord()
 		}
-		// Expired: take it over, unless another claim did first (then its
-		// row has a future expiry and this updates nothing).
-		res = db.Model(&idempotencyRow{}).Where(idempotencyPK+" AND expires_at <= ?", row.TenantID, row.Scope, row.Key, now).
+		// Expired, or a claim whose request never finished: take it over,
+		// unless another claim did first (then its row has a future expiry
+		// and a fresh created_at, and this updates nothing).
+		res = db.Model(&idempotencyRow{}).Where(idempotencyPK+" AND (expires_at <= ? OR (done = ? AND created_at <= ?))",
+			row.TenantID, row.Scope, row.Key, now, false, staleBefore).
 			Updates(map[string]any{
 				"request_hash": row.RequestHash, "done": false, "status_code": 0, "response_body": "",
 				"created_at": row.CreatedAt, "expires_at": row.ExpiresAt,
