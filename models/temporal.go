@@ -106,6 +106,20 @@ type RunOptions struct {
 	// agent turns and sub-agents enforce MaxDelegationsPerTurn and
 	// MaxDelegationsPerRun (runs started before the caps do not).
 	DelegationCaps bool `json:"delegation_caps,omitempty"`
+	// ToolErrorResults is set by the run's workflow, never by the API: a
+	// tool call that fails as an activity (a timeout on every attempt) is
+	// an error result for the model, not a failed team (runs started
+	// before changeToolErrorResults fail the team).
+	ToolErrorResults bool `json:"tool_error_results,omitempty"`
+	// SelfDelegation is set by the run's workflow, never by the API: a
+	// sub-agent may delegate to itself (recursion, bounded by its
+	// max_depth); the cycle check refuses only other agents already on
+	// the call path.
+	SelfDelegation bool `json:"self_delegation,omitempty"`
+	// PartialResults is set by the run's workflow, never by the API: a
+	// failed team turn keeps its finished workers' outputs in the run's
+	// result, marked partial.
+	PartialResults bool `json:"partial_results,omitempty"`
 }
 
 // ModelFor is the model an agent's calls use: its own, else the run's

@@ -4,10 +4,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -176,7 +178,7 @@ func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models
 		return t.delegate(ctx, call, execID)
 	}
 	tctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 2 * time.Minute,
+		StartToCloseTimeout: toolTimeout,
 		HeartbeatTimeout:    t.Options.HeartbeatTimeout,
 		Summary:             fmt.Sprintf("tool %s · %s", call.Name, t.Source.AgentName),
 		RetryPolicy: &temporal.RetryPolicy{
@@ -184,6 +186,7 @@ func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models
 			MaximumAttempts: activities.MaxToolAttempts,
 		},
 	})
+	start := workflow.Now(ctx)
 	var out models.ToolOutput
 	err := workflow.ExecuteActivity(tctx, a.RunTool, models.ToolInput{
 		RunID: t.RunID, Source: t.Source, ExecutionID: execID, Call: call, RunOptions: t.Options,
@@ -191,7 +194,32 @@ func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models
 	}).Get(ctx, &out)
 	t.Events.apply(out.Events)
 	out.Events = nil
+	if err != nil && t.Options.ToolErrorResults && !temporal.IsCanceledError(err) && ctx.Err() == nil {
+		// The activity failed (no attempt answered within its timeouts):
+		// the model gets the error as the tool's result and goes on, and
+		// the stream the llm.tool_result the activity could not send.
+		out = models.ToolOutput{Content: toolFailure(call.Name, err, t.Options.HeartbeatTimeout), IsError: true, DurationMs: workflow.Now(ctx).Sub(start).Milliseconds()}
+		t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, activities.ToolResultData(call.Name, execID, out))
+		return out, models.Usage{}, nil
+	}
 	return out, models.Usage{}, err
+}
+
+// toolTimeout bounds one attempt of a tool call.
+const toolTimeout = 2 * time.Minute
+
+// toolFailure is the error result of a tool activity that failed: for a
+// timeout, the tool, which timeout and its limit.
+func toolFailure(tool string, err error, heartbeat time.Duration) string {
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &timeout) {
+		kind, limit := "start-to-close", toolTimeout.String()
+		if timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT {
+			kind, limit = "heartbeat", heartbeat.String()
+		}
+		return fmt.Sprintf("tool %s timed out: no result within the %s timeout of %s, on every attempt (%d)", tool, kind, limit, activities.MaxToolAttempts)
+	}
+	return fmt.Sprintf("tool %s failed: %s", tool, failureMessage(err))
 }
 
 type delegateArgs struct {

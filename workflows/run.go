@@ -59,6 +59,7 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	// execution.
 	w.in.Options.DeferWrites = workflow.GetVersion(ctx, changeAnswerSaveStep, workflow.DefaultVersion, 1) == 1
 	w.in.Options.DelegationCaps = workflow.GetVersion(ctx, changeDelegationCaps, workflow.DefaultVersion, 1) == 1
+	w.in.Options = recordFieldChanges(ctx, w.in.Options)
 	w.delegations = newDelegationBudget(w.in.Options, w.in.Options.MaxDelegationsPerRun, &w.state.Delegations)
 	if err := w.setup(ctx); err != nil {
 		return nil, err

@@ -1,0 +1,102 @@
+package workflows_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/op-stack/executor/activities"
+	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/workflows"
+)
+
+// toolHierarchy has one team whose one worker, writer, may call the tool
+// "slow".
+func toolHierarchy() models.Hierarchy {
+	h := models.Hierarchy{ID: "h-tool", Name: "tools", GlobalSupervisor: models.Agent{AgentID: "gs"},
+		Teams: []models.Team{{Name: "writing", Supervisor: models.Agent{AgentID: "ts-w"}, Workers: []models.Agent{
+			{AgentID: "w-writer", Name: "writer", SystemPrompt: "write", Tools: []string{"slow"}},
+		}}},
+	}
+	h.Normalize()
+	return h
+}
+
+// slowToolRun scripts a writer that calls the tool "slow" once, then
+// answers; the tool times out on every attempt.
+func slowToolRun() *fakeActivities {
+	f := &fakeActivities{decisions: map[string][]models.Decision{"gs": {dispatch("writing", "go")}, "ts-w": {dispatch("writer", "go")}}}
+	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		if in.Agent.AgentID == "w-writer" && len(in.Transcript) == 0 {
+			return &models.RespondResult{Model: "m", ToolCalls: []models.ToolCall{{ID: "call-1", Name: "slow", Arguments: `{"q":"x"}`}}}, nil
+		}
+		return &models.RespondResult{Output: "output of " + in.Agent.Name, Model: "m"}, nil
+	}
+	return f
+}
+
+// TestToolTimeoutIsAnErrorResult: a tool that times out on every attempt
+// is an llm.tool_result with is_error naming the timeout, the model gets
+// the error and answers, and the run completes.
+func TestToolTimeoutIsAnErrorResult(t *testing.T) {
+	f := slowToolRun()
+	env := newEnv(t, f)
+	env.OnActivity(a.RunTool, mock.Anything, mock.Anything).Return(nil, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil))
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(toolHierarchy()))
+	mustComplete(t, env)
+	var result models.Event
+	for _, e := range f.persisted {
+		if e.Event.Action == models.ActionToolResult {
+			result = e
+		}
+	}
+	d := result.Data
+	if d["is_error"] != true || d["status"] != "failed" || d["tool_name"] != "slow" || d["execution_id"] == nil || d["execution_id"] != d["tool_execution_id"] ||
+		!strings.Contains(d["error"].(string), "timed out") || !strings.Contains(d["error"].(string), "start-to-close") {
+		t.Errorf("tool_result = %+v", d)
+	}
+	got := toolResults(f, "w-writer")
+	if len(got) != 1 || !strings.HasPrefix(got[0], "error: tool slow timed out") {
+		t.Errorf("the writer saw %q", got)
+	}
+	var res models.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil || len(res.Teams) != 1 || res.Teams[0].Status != models.TeamCompleted {
+		t.Errorf("result = %+v, %v", res, err)
+	}
+}
+
+// TestToolTimeoutBeforeTheChangeFailsTheTeam: a run started before
+// changeToolErrorResults keeps failing the team on a tool timeout.
+func TestToolTimeoutBeforeTheChangeFailsTheTeam(t *testing.T) {
+	f := slowToolRun()
+	env := newEnv(t, f)
+	env.OnGetVersion("tool-error-results", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnActivity(a.RunTool, mock.Anything, mock.Anything).Return(nil, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil))
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(toolHierarchy()))
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() == nil {
+		t.Fatalf("completed %v, error %v; want a failed run", env.IsWorkflowCompleted(), env.GetWorkflowError())
+	}
+}
+
+// TestToolEventsCarrySpec004Names: tool_call and tool_result carry spec
+// 004's execution_id, status and tool_input next to the earlier names.
+func TestToolEventsCarrySpec004Names(t *testing.T) {
+	call := activities.ToolCallData(models.ToolCall{ID: "c1", Name: "calculator", Arguments: `{"expression":"1+1"}`}, "exec_0123456789ab")
+	if call["execution_id"] != "exec_0123456789ab" || call["tool_execution_id"] != "exec_0123456789ab" || call["status"] != "running" ||
+		call["tool_input"].(map[string]any)["expression"] != "1+1" || call["arguments"] == nil || call["call_id"] != "c1" {
+		t.Errorf("tool_call data = %+v", call)
+	}
+	ok := activities.ToolResultData("calculator", "exec_0123456789ab", models.ToolOutput{Content: "2"})
+	if ok["execution_id"] != "exec_0123456789ab" || ok["status"] != "completed" || ok["result"] != "2" || ok["is_error"] != false {
+		t.Errorf("tool_result data = %+v", ok)
+	}
+	bad := activities.ToolResultData("calculator", "exec_0123456789ab", models.ToolOutput{Content: "boom", IsError: true})
+	if bad["status"] != "failed" || bad["error"] != "boom" || bad["is_error"] != true {
+		t.Errorf("failed tool_result data = %+v", bad)
+	}
+}
