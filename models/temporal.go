@@ -191,6 +191,9 @@ type TeamOutput struct {
 	StartedAt   *time.Time     `json:"started_at,omitempty"`
 	CompletedAt *time.Time     `json:"completed_at,omitempty"`
 	Workers     []WorkerOutput `json:"workers"`
+	// Partial marks a failed (or stopped) turn whose Workers are the
+	// workers that finished before it failed.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // WorkerOutput is one worker call's answer. In a workflow's state, Output

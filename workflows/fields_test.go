@@ -100,3 +100,52 @@ func TestToolEventsCarrySpec004Names(t *testing.T) {
 		t.Errorf("failed tool_result data = %+v", bad)
 	}
 }
+
+// analystFails scripts the test hierarchy's research team: the searcher
+// answers, then the analyst's call is rejected (not retried).
+func analystFails() *fakeActivities {
+	f := &fakeActivities{decisions: map[string][]models.Decision{
+		"gs": {dispatch("research", "go")}, "ts-r": {dispatch("searcher", "search"), dispatch("analyst", "analyse")},
+	}}
+	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		if in.Agent.AgentID == "w-analyst" {
+			return nil, temporal.NewNonRetryableApplicationError("HTTP 400: invalid request", activities.ErrLLMRejected, nil)
+		}
+		return &models.RespondResult{Output: "output of " + in.Agent.Name, Model: "m", Usage: models.Usage{TotalTokens: 10}}, nil
+	}
+	return f
+}
+
+// TestFailedTeamKeepsFinishedWorkers: the failed research turn keeps the
+// searcher's output, marked partial, in the stored result of the failed
+// run; a run started before changePartialResults drops it.
+func TestFailedTeamKeepsFinishedWorkers(t *testing.T) {
+	for _, before := range []bool{false, true} {
+		f := analystFails()
+		env := newEnv(t, f)
+		if before {
+			env.OnGetVersion("partial-results", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+		}
+		env.ExecuteWorkflow(workflows.RunWorkflow, runInput(testHierarchy()))
+		if !env.IsWorkflowCompleted() || env.GetWorkflowError() == nil {
+			t.Fatalf("completed %v, error %v; want a failed run", env.IsWorkflowCompleted(), env.GetWorkflowError())
+		}
+		last := f.lastStatus()
+		if last.Status != models.RunFailed || last.Result == nil || len(last.Result.Teams) == 0 {
+			t.Fatalf("last status = %+v", last)
+		}
+		team := last.Result.Teams[0]
+		if before {
+			if team.Partial || len(team.Workers) != 0 {
+				t.Errorf("before the change: research = %+v", team)
+			}
+			continue
+		}
+		if team.Status != models.TeamFailed || !team.Partial || len(team.Workers) != 1 || team.Workers[0].Output != "output of searcher" {
+			t.Errorf("research = %+v", team)
+		}
+		if last.Result.Usage.TotalTokens < 10 {
+			t.Errorf("the searcher's usage is not counted: %+v", last.Result.Usage)
+		}
+	}
+}

@@ -395,6 +395,7 @@ func (w *runWorkflow) runParallel(ctx workflow.Context) error {
 type startedTeam struct {
 	future workflow.Future
 	output models.TeamOutput // what is known before it ends
+	state  *TeamState        // an inline turn's state, read if it fails
 }
 
 // startTeam starts one team turn as a child workflow.
@@ -421,11 +422,12 @@ func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruc
 		// complete, and its events go straight into the run's log.
 		done, settle := workflow.NewFuture(ctx)
 		sink := &runLogSink{w: w, id: models.TeamWorkflowID(w.in.RunID, s.Turns)}
+		state := &TeamState{Input: in}
 		workflow.Go(ctx, func(ctx workflow.Context) {
-			res, err := runTeamTurn(ctx, &TeamState{Input: in}, sink, w.delegations)
+			res, err := runTeamTurn(ctx, state, sink, w.delegations)
 			settle.Set(res, err)
 		})
-		return startedTeam{future: done, output: output}
+		return startedTeam{future: done, output: output, state: state}
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:          models.TeamWorkflowID(w.in.RunID, s.Turns),
@@ -448,11 +450,13 @@ func (w *runWorkflow) finishTeam(ctx workflow.Context, t startedTeam) (models.Te
 		if temporal.IsCanceledError(err) || ctx.Err() != nil {
 			if w.timedOut {
 				out.Status, out.Error = models.TeamFailed, "stopped: the run exceeded its max_execution_time"
+				w.keepFinishedWorkers(&out, t.state)
 				w.state.Teams = append(w.state.Teams, out)
 			}
 			return out, err
 		}
 		out.Status, out.Error = models.TeamFailed, failureMessage(err)
+		w.keepFinishedWorkers(&out, t.state)
 		return out, nil
 	}
 	s := w.state
@@ -463,6 +467,24 @@ func (w *runWorkflow) finishTeam(ctx workflow.Context, t startedTeam) (models.Te
 	s.Usage = s.Usage.Add(res.SupervisorUsage)
 	out.Workers, out.Status = res.Output.Workers, models.TeamCompleted
 	return out, nil
+}
+
+// keepFinishedWorkers keeps, in a failed turn's output, the outputs of the
+// workers that finished before it failed, marked partial, with their usage
+// and warnings (changePartialResults; an inline turn's state only).
+func (w *runWorkflow) keepFinishedWorkers(out *models.TeamOutput, ts *TeamState) {
+	if !w.in.Options.PartialResults || ts == nil {
+		return
+	}
+	s := w.state
+	s.Warnings = append(s.Warnings, ts.Warnings...)
+	for _, wo := range ts.Outputs {
+		s.Usage = s.Usage.Add(wo.Usage)
+	}
+	s.Usage = s.Usage.Add(ts.Usage)
+	if len(ts.Outputs) > 0 {
+		out.Workers, out.Partial = append([]models.WorkerOutput(nil), ts.Outputs...), true
+	}
 }
 
 // recordTeam adds a finished turn to the run. A failure is recorded as an
