@@ -222,6 +222,9 @@ func (s *Server) createSubAgent(c *gin.Context) {
 	}
 	if sa.ID == "" {
 		sa.ID = models.NewID()
+	} else if err := s.checkSubAgentIDFree(c.Request.Context(), sa.ID); err != nil {
+		s.writeError(c, err)
+		return
 	}
 	sa.TenantID = ownTenant(c.Request.Context())
 	if err := s.store.CreateSubAgent(c.Request.Context(), sa); err != nil {
@@ -329,5 +332,49 @@ func (s *Server) checkHierarchyRefs(ctx context.Context, h *models.Hierarchy) er
 			refs = append(refs, agentRefs{field: workerField(i, j) + ".", tools: w.Tools, subAgents: w.SubAgents})
 		}
 	}
-	return s.checkRefs(ctx, refs, "", "")
+	if err := s.checkRefs(ctx, refs, "", ""); err != nil {
+		return err
+	}
+	return s.checkAgentIDsFree(ctx, h)
+}
+
+// checkAgentIDsFree refuses a hierarchy with an agent_id that is the id of
+// one of its tenant's sub-agents: a run names agents by id on the stream
+// (source.agent_id, path) and in its cycle check, so the two must not
+// collide (spec 003).
+func (s *Server) checkAgentIDsFree(ctx context.Context, h *models.Hierarchy) error {
+	taken, err := s.store.SubAgentIDsIn(ctx, ownTenant(ctx), h.AgentIDs())
+	if err != nil || len(taken) == 0 {
+		return err
+	}
+	check := func(field, id string) error {
+		if taken[id] {
+			return models.FieldError(field+".agent_id", "agent_id %q is the id of a sub-agent; agent_ids and sub-agent ids must differ", id)
+		}
+		return nil
+	}
+	if err := check("global_supervisor_agent", h.GlobalSupervisor.AgentID); err != nil {
+		return err
+	}
+	for i, t := range h.Teams {
+		if err := check("teams["+strconv.Itoa(i)+"].team_supervisor_agent", t.Supervisor.AgentID); err != nil {
+			return err
+		}
+		for j, w := range t.Workers {
+			if err := check(workerField(i, j), w.AgentID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkSubAgentIDFree refuses a sub-agent id that is an agent_id of one of
+// its tenant's hierarchies (see checkAgentIDsFree).
+func (s *Server) checkSubAgentIDFree(ctx context.Context, id string) error {
+	hid, err := s.store.HierarchyUsingAgentID(ctx, ownTenant(ctx), id)
+	if err != nil || hid == "" {
+		return err
+	}
+	return models.FieldError("id", "%q is an agent_id of hierarchy %s; sub-agent ids and agent_ids must differ", id, hid)
 }

@@ -299,7 +299,11 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 	if err := load.Get(ctx, &def); err != nil {
 		return refuse("%s", failureMessage(err))
 	}
-	if contains(t.Source.Path, def.ID) {
+	// A sub-agent delegating to itself is recursion, which max_depth
+	// bounds (changeSelfDelegation); another agent already on the call
+	// path is a cycle.
+	self := t.Options.SelfDelegation && t.Source.AgentType == models.AgentTypeSubAgent && def.ID == t.Source.AgentID
+	if !self && contains(t.Source.Path, def.ID) {
 		return refuse("cycle: %q (agent_id %s) is already on the call path %s", def.Name, def.ID, strings.Join(t.Source.Path, " → "))
 	}
 	maxDepth := def.MaxDepth

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/op-stack/executor/activities"
@@ -147,5 +148,60 @@ func TestFailedTeamKeepsFinishedWorkers(t *testing.T) {
 		if last.Result.Usage.TotalTokens < 10 {
 			t.Errorf("the searcher's usage is not counted: %+v", last.Result.Usage)
 		}
+	}
+}
+
+// selfDelegationEnv scripts a writer that delegates to h1, and h1 (max_depth
+// 3, allowed to call itself) delegating to itself in its first round.
+func selfDelegationEnv(t *testing.T, f *fakeActivities) *testsuite.TestWorkflowEnvironment {
+	s := fanOut{calls: map[string]int{"w-writer": 1, "sa-h1": 1}, target: map[string]string{"w-writer": "h1", "sa-h1": "h1"}}
+	f.respond = s.respond
+	env := newEnv(t, f)
+	env.OnActivity(a.LoadSubAgent, mock.Anything, mock.Anything).Return(func(_ context.Context, name string) (*models.SubAgent, error) {
+		return &models.SubAgent{ID: "sa-" + name, Name: name, SystemPrompt: "help", Enabled: true, MaxDepth: 3, SubAgents: []string{"h1"}}, nil
+	})
+	return env
+}
+
+// refusals returns the messages of the delegation refusals signalled.
+func refusals(f *fakeActivities) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, b := range append([]models.EventBatch{{Events: f.persisted}}, f.signals...) {
+		for _, e := range b.Events {
+			if msg, _ := e.Data["message"].(string); e.Event.Action == models.ActionWarning && strings.HasPrefix(msg, "delegation refused") {
+				out = append(out, msg)
+			}
+		}
+	}
+	return out
+}
+
+// TestSubAgentMayCallItself: a sub-agent delegating to itself is recursion,
+// bounded by its max_depth (3 levels run, the 4th is refused for depth, not
+// as a cycle); before changeSelfDelegation it was refused as a cycle.
+func TestSubAgentMayCallItself(t *testing.T) {
+	f := &fakeActivities{decisions: map[string][]models.Decision{"gs": {dispatch("writing", "go")}, "ts-w": {dispatch("writer", "go")}}}
+	env := selfDelegationEnv(t, f)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(delegationHierarchy()))
+	mustComplete(t, env)
+	if got := subAgentTurns(f)["sa-h1"]; got != 3 {
+		t.Errorf("h1 turns = %d, want 3 (its max_depth)", got)
+	}
+	if r := refusals(f); len(r) != 1 || !strings.Contains(r[0], "depth") {
+		t.Errorf("refusals = %q, want one for depth", r)
+	}
+
+	f = &fakeActivities{decisions: map[string][]models.Decision{"gs": {dispatch("writing", "go")}, "ts-w": {dispatch("writer", "go")}}}
+	env = selfDelegationEnv(t, f)
+	env.OnGetVersion("self-delegation", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(delegationHierarchy()))
+	mustComplete(t, env)
+	if got := subAgentTurns(f)["sa-h1"]; got != 1 {
+		t.Errorf("before the change: h1 turns = %d, want 1", got)
+	}
+	if r := refusals(f); len(r) != 1 || !strings.Contains(r[0], "cycle") {
+		t.Errorf("before the change: refusals = %q, want one cycle", r)
 	}
 }
