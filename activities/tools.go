@@ -35,8 +35,9 @@ func (a *Activities) toolDefinitions(agent models.Agent) []llm.ToolDef {
 		params, _ := json.Marshal(map[string]any{
 			"type": "object",
 			"properties": map[string]any{
-				"name": map[string]any{"type": "string", "enum": agent.SubAgents, "description": "the sub-agent to run"},
-				"task": map[string]any{"type": "string", "description": "what the sub-agent should do, with everything it needs to know"},
+				"name":    map[string]any{"type": "string", "enum": agent.SubAgents, "description": "the sub-agent to run"},
+				"task":    map[string]any{"type": "string", "description": "what the sub-agent should do, with everything it needs to know"},
+				"context": map[string]any{"type": "object", "description": "optional structured context for the sub-agent (URLs, data, preferences); it sees it as JSON"},
 			},
 			"required":             []string{"name", "task"},
 			"additionalProperties": false,

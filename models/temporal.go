@@ -498,7 +498,10 @@ type RespondInput struct {
 	Task        string        `json:"task"`
 	Instruction string        `json:"instruction"`
 	Context     []ContextItem `json:"context,omitempty"`
-	RunOptions  RunOptions    `json:"run_options"`
+	// CallerContext is the structured context a sub-agent's caller gave
+	// with the task (the delegate tool's optional "context", as JSON).
+	CallerContext string     `json:"caller_context,omitempty"`
+	RunOptions    RunOptions `json:"run_options"`
 	// Transcript holds this turn's earlier tool calls and their results.
 	Transcript []ChatMessage `json:"transcript,omitempty"`
 	// NoTools asks for a final answer without offering tools (the agent
@@ -590,6 +593,10 @@ type SubAgentInput struct {
 	MessageID       string     `json:"message_id"`
 	ParentMessageID string     `json:"parent_message_id"`
 	Options         RunOptions `json:"options"`
+	// Context is the optional structured context the caller gave with the
+	// task (the delegate tool's "context", compact JSON), which the
+	// sub-agent sees in its prompt.
+	Context string `json:"context,omitempty"`
 	// DelegationBudget is how many sub-agents this one and its own
 	// sub-agents may start together, lent by the caller out of the run's
 	// MaxDelegationsPerRun (with Options.DelegationCaps).

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -85,6 +86,7 @@ type agentTurn struct {
 	Task            string
 	Instruction     string
 	Context         []models.ContextItem
+	CallerContext   string // a sub-agent's context from its caller
 	Purpose         string
 	MessageID       string
 	ParentMessageID string
@@ -124,7 +126,7 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 	for round := 1; ; round++ {
 		in := models.RespondInput{
 			RunID: t.RunID, Purpose: t.Purpose, Agent: t.Agent, Source: t.Source, Task: t.Task,
-			Instruction: t.Instruction, Context: t.Context, RunOptions: t.Options, Transcript: transcript,
+			Instruction: t.Instruction, Context: t.Context, CallerContext: t.CallerContext, RunOptions: t.Options, Transcript: transcript,
 			NoTools: round > limit, MessageID: t.MessageID, ParentMessageID: t.ParentMessageID,
 			ReturnEvents: t.Events.returnsEvents(), DeferWrites: t.Options.DeferWrites,
 		}
@@ -225,6 +227,26 @@ func toolFailure(tool string, err error, heartbeat time.Duration) string {
 type delegateArgs struct {
 	Name string `json:"name"`
 	Task string `json:"task"`
+	// Context is optional structured context for the sub-agent (spec 003's
+	// subAgent tool input).
+	Context json.RawMessage `json:"context,omitempty"`
+}
+
+// maxCallerContextChars bounds the context a caller passes to a sub-agent
+// (it travels in the child workflow's input).
+const maxCallerContextChars = 16000
+
+// callerContext is the delegate call's context as compact JSON, "" when
+// absent or null, cut to maxCallerContextChars.
+func callerContext(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if len(raw) == 0 || json.Compact(&b, raw) != nil || b.String() == "null" {
+		return ""
+	}
+	if r := []rune(b.String()); len(r) > maxCallerContextChars {
+		return string(r[:maxCallerContextChars]) + " …[truncated]"
+	}
+	return b.String()
 }
 
 // delegate runs a sub-agent as a child workflow, after the guard: the
@@ -261,7 +283,7 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 
 	var args delegateArgs
 	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil || strings.TrimSpace(args.Name) == "" || strings.TrimSpace(args.Task) == "" {
-		return refuse(`the arguments must be {"name": <sub-agent>, "task": <text>}`)
+		return refuse(`the arguments must be {"name": <sub-agent>, "task": <text>, "context"?: <object>}`)
 	}
 	if t.Budget != nil {
 		if limit := t.Options.MaxDelegationsPerTurn; t.delegations >= limit {
@@ -330,7 +352,7 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 	err := workflow.ExecuteChildWorkflow(cctx, SubAgentWorkflow, models.SubAgentInput{
 		RunID: t.RunID, WorkflowID: childID, Definition: def, Source: source, Task: args.Task,
 		MessageID: newMessageID(ctx), ParentMessageID: t.MessageID, Options: t.Options,
-		DelegationBudget: lent,
+		DelegationBudget: lent, Context: callerContext(args.Context),
 	}).Get(ctx, &res)
 	if t.Budget != nil {
 		spent := lent // a failed sub-agent: what it spent is unknown
@@ -367,6 +389,7 @@ func SubAgentWorkflow(ctx workflow.Context, in models.SubAgentInput) (*models.Su
 		Events: &runSignaler{RunID: in.RunID, Producer: in.WorkflowID},
 		Budget: newDelegationBudget(in.Options, in.DelegationBudget, &spent),
 	}
+	turn.CallerContext = in.Context
 	res, err := turn.run(ctx)
 	if err != nil {
 		return nil, err

@@ -205,3 +205,31 @@ func TestSubAgentMayCallItself(t *testing.T) {
 		t.Errorf("before the change: refusals = %q, want one cycle", r)
 	}
 }
+
+// TestDelegateContextReachesTheSubAgent: the delegate tool's optional
+// context reaches the sub-agent's prompt input as compact JSON.
+func TestDelegateContextReachesTheSubAgent(t *testing.T) {
+	f := &fakeActivities{decisions: map[string][]models.Decision{"gs": {dispatch("writing", "go")}, "ts-w": {dispatch("writer", "go")}}}
+	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		if in.Agent.AgentID == "w-writer" && len(in.Transcript) == 0 {
+			return &models.RespondResult{Model: "m", ToolCalls: []models.ToolCall{{ID: "c1", Name: models.DelegateToolName,
+				Arguments: `{"name": "h1", "task": "check", "context": {"urls": ["https://example.org"], "tone": "brief"}}`}}}, nil
+		}
+		return &models.RespondResult{Output: "output of " + in.Agent.Name, Model: "m"}, nil
+	}
+	env := newEnv(t, f)
+	env.OnActivity(a.LoadSubAgent, mock.Anything, mock.Anything).Return(fanOut{}.loadSubAgent)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(delegationHierarchy()))
+	mustComplete(t, env)
+	var got []string
+	for _, in := range f.responds {
+		if in.Agent.AgentID == "sa-h1" {
+			got = append(got, in.CallerContext)
+		} else if in.CallerContext != "" {
+			t.Errorf("%s got a caller context", in.Agent.AgentID)
+		}
+	}
+	if len(got) != 1 || got[0] != `{"urls":["https://example.org"],"tone":"brief"}` {
+		t.Errorf("sub-agent caller context = %q", got)
+	}
+}
