@@ -51,3 +51,54 @@ func TestAgentIDsAndSubAgentIDsDiffer(t *testing.T) {
 		createSubAgent(a, clash)
 	})
 }
+
+// TestSubAgentLLMConfig: a sub-agent takes an agent's llm_config (provider,
+// model, temperature, max_tokens, base_url, region, timeout), stores it and
+// answers it flat and as llm_config; an unknown provider is refused.
+func TestSubAgentLLMConfig(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		a := newTestAPI(t, st, withFakeTools)
+		body := subAgentBody("configured")
+		body["llm_config"] = map[string]any{"provider": "openrouter", "model": "anthropic/claude-3.5-sonnet", "temperature": 0.2,
+			"max_tokens": 900, "base_url": "https://openrouter.ai/api/v1", "timeout": 45}
+		type view struct {
+			ID        string  `json:"id"`
+			Provider  string  `json:"provider"`
+			Model     string  `json:"model"`
+			BaseURL   string  `json:"base_url"`
+			Timeout   int     `json:"timeout"`
+			LLMConfig struct {
+				Provider    string   `json:"provider"`
+				Model       string   `json:"model"`
+				Temperature *float64 `json:"temperature"`
+				MaxTokens   *int     `json:"max_tokens"`
+				BaseURL     string   `json:"base_url"`
+				Timeout     int      `json:"timeout"`
+			} `json:"llm_config"`
+		}
+		var created, got view
+		a.mustPost(pathSACreate, body, &created)
+		a.mustPost(pathSAGet, map[string]any{"id": created.ID}, &got)
+		for _, v := range []view{created, got} {
+			c := v.LLMConfig
+			if v.Provider != "openrouter" || v.Model != "anthropic/claude-3.5-sonnet" || v.BaseURL != "https://openrouter.ai/api/v1" || v.Timeout != 45 ||
+				c.Provider != "openrouter" || c.Model != v.Model || c.Temperature == nil || *c.Temperature != 0.2 || c.MaxTokens == nil || *c.MaxTokens != 900 || c.BaseURL != v.BaseURL || c.Timeout != 45 {
+				t.Errorf("sub-agent = %+v", v)
+			}
+		}
+		stored, err := st.GetSubAgent(t.Context(), created.ID)
+		if err != nil || stored.Agent().Provider != "openrouter" || stored.Agent().BaseURL != "https://openrouter.ai/api/v1" || stored.Agent().Timeout != 45 {
+			t.Errorf("stored = %+v, %v", stored, err)
+		}
+
+		bad := subAgentBody("bad")
+		bad["llm_config"] = map[string]any{"provider": "acme"}
+		if env := a.expectError(pathSACreate, bad, http.StatusBadRequest, 40001); env.Field != "llm_config.provider" {
+			t.Errorf("unknown provider: field %q", env.Field)
+		}
+		bad["llm_config"] = map[string]any{"base_url": "ftp://x"}
+		if env := a.expectError(pathSACreate, bad, http.StatusBadRequest, 40001); env.Field != "llm_config.base_url" {
+			t.Errorf("bad base_url: field %q", env.Field)
+		}
+	})
+}

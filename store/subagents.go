@@ -26,6 +26,8 @@ type subAgentRow struct {
 	MaxDepth      int
 	MaxIterations int
 	Enabled       bool
+	// Settings is a JSON object: provider, base_url, region, timeout.
+	Settings string
 	// The store sets both times itself (see subAgentNow); gorm's automatic
 	// update time would differ from the one the API answers with.
 	CreatedAt time.Time `gorm:"autoCreateTime:false"`
@@ -204,6 +206,7 @@ func toSubAgentRow(sa *models.SubAgent) (subAgentRow, error) {
 		MaxDepth:      sa.MaxDepth,
 		MaxIterations: sa.MaxIterations,
 		Enabled:       sa.Enabled,
+		Settings:      settingsOf(models.Agent{Provider: sa.Provider, BaseURL: sa.BaseURL, Region: sa.Region, Timeout: sa.Timeout}, false),
 		CreatedAt:     sa.CreatedAt,
 		UpdatedAt:     sa.UpdatedAt,
 	}, nil
@@ -225,6 +228,11 @@ func (r *subAgentRow) toModel() (*models.SubAgent, error) {
 		CreatedAt:     r.CreatedAt.UTC(),
 		UpdatedAt:     r.UpdatedAt.UTC(),
 	}
+	var settings models.Agent
+	if err := applySettings(&settings, r.Settings, false); err != nil {
+		return nil, fmt.Errorf("sub-agent %s: %w", r.ID, err)
+	}
+	sa.Provider, sa.BaseURL, sa.Region, sa.Timeout = settings.Provider, settings.BaseURL, settings.Region, settings.Timeout
 	var err error
 	if sa.Tools, err = decodeStrings(r.Tools); err != nil {
 		return nil, fmt.Errorf("sub-agent %s tools: %w", r.ID, err)
