@@ -62,11 +62,11 @@ func TestSubAgentLLMConfig(t *testing.T) {
 		body["llm_config"] = map[string]any{"provider": "openrouter", "model": "anthropic/claude-3.5-sonnet", "temperature": 0.2,
 			"max_tokens": 900, "base_url": "https://openrouter.ai/api/v1", "timeout": 45}
 		type view struct {
-			ID        string  `json:"id"`
-			Provider  string  `json:"provider"`
-			Model     string  `json:"model"`
-			BaseURL   string  `json:"base_url"`
-			Timeout   int     `json:"timeout"`
+			ID        string `json:"id"`
+			Provider  string `json:"provider"`
+			Model     string `json:"model"`
+			BaseURL   string `json:"base_url"`
+			Timeout   int    `json:"timeout"`
 			LLMConfig struct {
 				Provider    string   `json:"provider"`
 				Model       string   `json:"model"`
