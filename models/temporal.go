@@ -137,6 +137,10 @@ type RunInput struct {
 	Task      string     `json:"task"`
 	Hierarchy Hierarchy  `json:"hierarchy"` // a snapshot taken at start
 	Options   RunOptions `json:"options"`
+	// AnswerMessageID is the id, set by the caller at start (spec 003's
+	// application-set message ids), under which the run's final answer is
+	// stored and streamed; empty: the workflow generates one.
+	AnswerMessageID string `json:"answer_message_id,omitempty"`
 	// State is the run's state carried across continue-as-new; nil when
 	// the run starts.
 	State *RunState `json:"state,omitempty"`

@@ -195,7 +195,10 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 
 	s.ActiveAgentID = gs.AgentID
 	var final models.RespondResult
-	finalID := newMessageID(ctx)
+	finalID := w.in.AnswerMessageID
+	if finalID == "" { // the input decides, so a replay agrees
+		finalID = newMessageID(ctx)
+	}
 	fctx := llmContext(work, w.in.Options, agentSummary("", w.hier.GlobalSupervisor, w.in.Options)+" · final answer", w.hier.GlobalSupervisor)
 	if err := w.await(ctx, workflow.ExecuteActivity(fctx, a.Respond, models.RespondInput{
 		RunID:        w.in.RunID,
