@@ -87,7 +87,7 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 	// The arguments and result stay out of the log: they are the run's
 	// content, which the event stream carries.
 	a.runLogger(ctx, in.RunID, in.Source).Debug("tool call", "tool", in.Call.Name, "tool_execution_id", in.ExecutionID, "is_error", out.IsError, "duration_ms", out.DurationMs)
-	pub.emitLast(pub.event(in.Source, models.CategoryLLM, models.ActionToolResult, ToolResultData(in.Call.Name, in.ExecutionID, *out)))
+	pub.emitLast(pub.event(in.Source, models.CategoryLLM, models.ActionToolResult, ToolResultData(in.Call, in.ExecutionID, *out)))
 	out.Events = pub.finish(in.ReturnEvents)
 	return out, nil
 }
@@ -119,10 +119,11 @@ func ToolCallData(call models.ToolCall, executionID string) map[string]any {
 
 // ToolResultData is an llm.tool_result event's data: spec 004's observe
 // event (execution_id, tool_name, is_error, duration_ms, status
-// "completed" or "failed"), plus tool_execution_id, and result or error.
-func ToolResultData(toolName, executionID string, out models.ToolOutput) map[string]any {
+// "completed" or "failed", call_id), plus tool_execution_id, and result or
+// error.
+func ToolResultData(call models.ToolCall, executionID string, out models.ToolOutput) map[string]any {
 	data := map[string]any{
-		"tool_name": toolName, "tool_execution_id": executionID, "execution_id": executionID,
+		"tool_name": call.Name, "tool_execution_id": executionID, "execution_id": executionID, "call_id": call.ID,
 		"is_error": out.IsError, "duration_ms": out.DurationMs, "status": ToolStatusCompleted,
 	}
 	if out.IsError {

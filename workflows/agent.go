@@ -201,7 +201,7 @@ func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models
 		// the model gets the error as the tool's result and goes on, and
 		// the stream the llm.tool_result the activity could not send.
 		out = models.ToolOutput{Content: toolFailure(call.Name, err, t.Options.HeartbeatTimeout), IsError: true, DurationMs: workflow.Now(ctx).Sub(start).Milliseconds()}
-		t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, activities.ToolResultData(call.Name, execID, out))
+		t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, activities.ToolResultData(call, execID, out))
 		return out, models.Usage{}, nil
 	}
 	return out, models.Usage{}, err
@@ -260,7 +260,7 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 	t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolCall, activities.ToolCallData(call, execID))
 	finish := func(out models.ToolOutput) models.ToolOutput {
 		out.DurationMs = workflow.Now(ctx).Sub(start).Milliseconds()
-		t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, activities.ToolResultData(call.Name, execID, out))
+		t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, activities.ToolResultData(call, execID, out))
 		return out
 	}
 	// counted says this call has been counted against the caps; a refusal

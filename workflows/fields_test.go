@@ -92,11 +92,11 @@ func TestToolEventsCarrySpec004Names(t *testing.T) {
 		call["tool_input"].(map[string]any)["expression"] != "1+1" || call["arguments"] == nil || call["call_id"] != "c1" {
 		t.Errorf("tool_call data = %+v", call)
 	}
-	ok := activities.ToolResultData("calculator", "exec_0123456789ab", models.ToolOutput{Content: "2"})
-	if ok["execution_id"] != "exec_0123456789ab" || ok["status"] != "completed" || ok["result"] != "2" || ok["is_error"] != false {
+	ok := activities.ToolResultData(models.ToolCall{ID: "c1", Name: "calculator"}, "exec_0123456789ab", models.ToolOutput{Content: "2"})
+	if ok["execution_id"] != "exec_0123456789ab" || ok["status"] != "completed" || ok["result"] != "2" || ok["is_error"] != false || ok["call_id"] != "c1" {
 		t.Errorf("tool_result data = %+v", ok)
 	}
-	bad := activities.ToolResultData("calculator", "exec_0123456789ab", models.ToolOutput{Content: "boom", IsError: true})
+	bad := activities.ToolResultData(models.ToolCall{ID: "c1", Name: "calculator"}, "exec_0123456789ab", models.ToolOutput{Content: "boom", IsError: true})
 	if bad["status"] != "failed" || bad["error"] != "boom" || bad["is_error"] != true {
 		t.Errorf("failed tool_result data = %+v", bad)
 	}
