@@ -92,6 +92,9 @@ type RunOptions struct {
 	// before the caps) means the defaults.
 	MaxDelegationsPerTurn int `json:"max_delegations_per_turn,omitempty"`
 	MaxDelegationsPerRun  int `json:"max_delegations_per_run,omitempty"`
+	// ToolCallTimeout bounds one attempt of a tool call; 0 (a run started
+	// before it) is 2 minutes.
+	ToolCallTimeout time.Duration `json:"tool_call_timeout,omitempty"`
 	// MaxParallelTeams overrides the hierarchy's for this run (spec 001
 	// execution_config); 0 keeps the hierarchy's.
 	MaxParallelTeams int `json:"max_parallel_teams,omitempty"`

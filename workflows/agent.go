@@ -180,7 +180,7 @@ func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models
 		return t.delegate(ctx, call, execID)
 	}
 	tctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: toolTimeout,
+		StartToCloseTimeout: toolTimeout(t.Options),
 		HeartbeatTimeout:    t.Options.HeartbeatTimeout,
 		Summary:             fmt.Sprintf("tool %s · %s", call.Name, t.Source.AgentName),
 		RetryPolicy: &temporal.RetryPolicy{
@@ -200,24 +200,33 @@ func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models
 		// The activity failed (no attempt answered within its timeouts):
 		// the model gets the error as the tool's result and goes on, and
 		// the stream the llm.tool_result the activity could not send.
-		out = models.ToolOutput{Content: toolFailure(call.Name, err, t.Options.HeartbeatTimeout), IsError: true, DurationMs: workflow.Now(ctx).Sub(start).Milliseconds()}
+		out = models.ToolOutput{Content: toolFailure(call.Name, err, t.Options), IsError: true, DurationMs: workflow.Now(ctx).Sub(start).Milliseconds()}
 		t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, activities.ToolResultData(call, execID, out))
 		return out, models.Usage{}, nil
 	}
 	return out, models.Usage{}, err
 }
 
+// defaultToolTimeout bounds one attempt of a tool call of a run whose
+// options have no ToolCallTimeout.
+const defaultToolTimeout = 2 * time.Minute
+
 // toolTimeout bounds one attempt of a tool call.
-const toolTimeout = 2 * time.Minute
+func toolTimeout(o models.RunOptions) time.Duration {
+	if o.ToolCallTimeout > 0 {
+		return o.ToolCallTimeout
+	}
+	return defaultToolTimeout
+}
 
 // toolFailure is the error result of a tool activity that failed: for a
 // timeout, the tool, which timeout and its limit.
-func toolFailure(tool string, err error, heartbeat time.Duration) string {
+func toolFailure(tool string, err error, o models.RunOptions) string {
 	var timeout *temporal.TimeoutError
 	if errors.As(err, &timeout) {
-		kind, limit := "start-to-close", toolTimeout.String()
+		kind, limit := "start-to-close", toolTimeout(o).String()
 		if timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT {
-			kind, limit = "heartbeat", heartbeat.String()
+			kind, limit = "heartbeat", o.HeartbeatTimeout.String()
 		}
 		return fmt.Sprintf("tool %s timed out: no result within the %s timeout of %s, on every attempt (%d)", tool, kind, limit, activities.MaxToolAttempts)
 	}
