@@ -169,6 +169,9 @@ func respondMessages(in models.RespondInput, limit int) []llm.Message {
 	} else if in.Instruction != "" && in.Instruction != in.Task {
 		fmt.Fprintf(&b, "\nYour instruction: %s\n", in.Instruction)
 	}
+	if in.CallerContext != "" {
+		fmt.Fprintf(&b, "\nContext from your caller (JSON):\n%s\n", truncate(in.CallerContext, limit))
+	}
 	if in.Agent.UserPrompt != "" && in.Purpose != models.PurposeFinalAnswer {
 		fmt.Fprintf(&b, "\n%s\n", in.Agent.UserPrompt)
 	}

@@ -35,8 +35,9 @@ func (a *Activities) toolDefinitions(agent models.Agent) []llm.ToolDef {
 		params, _ := json.Marshal(map[string]any{
 			"type": "object",
 			"properties": map[string]any{
-				"name": map[string]any{"type": "string", "enum": agent.SubAgents, "description": "the sub-agent to run"},
-				"task": map[string]any{"type": "string", "description": "what the sub-agent should do, with everything it needs to know"},
+				"name":    map[string]any{"type": "string", "enum": agent.SubAgents, "description": "the sub-agent to run"},
+				"task":    map[string]any{"type": "string", "description": "what the sub-agent should do, with everything it needs to know"},
+				"context": map[string]any{"type": "object", "description": "optional structured context for the sub-agent (URLs, data, preferences); it sees it as JSON"},
 			},
 			"required":             []string{"name", "task"},
 			"additionalProperties": false,
@@ -86,26 +87,47 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 	// The arguments and result stay out of the log: they are the run's
 	// content, which the event stream carries.
 	a.runLogger(ctx, in.RunID, in.Source).Debug("tool call", "tool", in.Call.Name, "tool_execution_id", in.ExecutionID, "is_error", out.IsError, "duration_ms", out.DurationMs)
-	pub.emitLast(pub.event(in.Source, models.CategoryLLM, models.ActionToolResult, ToolResultData(in.Call.Name, in.ExecutionID, *out)))
+	pub.emitLast(pub.event(in.Source, models.CategoryLLM, models.ActionToolResult, ToolResultData(in.Call, in.ExecutionID, *out)))
 	out.Events = pub.finish(in.ReturnEvents)
 	return out, nil
 }
 
-// ToolCallData is an llm.tool_call event's data.
+// Tool execution statuses on llm.tool_call and llm.tool_result (spec 004's
+// status): a call is running, a result completed or failed.
+const (
+	ToolStatusRunning   = "running"
+	ToolStatusCompleted = "completed"
+	ToolStatusFailed    = "failed"
+)
+
+// ToolCallData is an llm.tool_call event's data: spec 004's act event
+// (execution_id, tool_name, tool_input, call_id, status "running"), plus
+// the names earlier clients read (tool_execution_id, arguments,
+// tool_call_id), which stay.
 func ToolCallData(call models.ToolCall, executionID string) map[string]any {
 	var args any = call.Arguments
 	var parsed map[string]any
 	if json.Unmarshal([]byte(call.Arguments), &parsed) == nil {
 		args = parsed
 	}
-	return map[string]any{"tool_name": call.Name, "arguments": args, "tool_execution_id": executionID, "tool_call_id": call.ID}
+	return map[string]any{
+		"tool_name": call.Name, "arguments": args, "tool_input": args,
+		"tool_execution_id": executionID, "execution_id": executionID,
+		"tool_call_id": call.ID, "call_id": call.ID, "status": ToolStatusRunning,
+	}
 }
 
-// ToolResultData is an llm.tool_result event's data.
-func ToolResultData(toolName, executionID string, out models.ToolOutput) map[string]any {
-	data := map[string]any{"tool_name": toolName, "tool_execution_id": executionID, "is_error": out.IsError, "duration_ms": out.DurationMs}
+// ToolResultData is an llm.tool_result event's data: spec 004's observe
+// event (execution_id, tool_name, is_error, duration_ms, status
+// "completed" or "failed", call_id), plus tool_execution_id, and result or
+// error.
+func ToolResultData(call models.ToolCall, executionID string, out models.ToolOutput) map[string]any {
+	data := map[string]any{
+		"tool_name": call.Name, "tool_execution_id": executionID, "execution_id": executionID, "call_id": call.ID,
+		"is_error": out.IsError, "duration_ms": out.DurationMs, "status": ToolStatusCompleted,
+	}
 	if out.IsError {
-		data["error"] = out.Content
+		data["error"], data["status"] = out.Content, ToolStatusFailed
 	} else {
 		data["result"] = out.Content
 	}

@@ -38,6 +38,10 @@ type Results struct {
 	Errors           []models.ErrorInfo      `json:"errors"`
 	Warnings         []string                `json:"warnings"`
 	Metrics          ExecutionMetrics        `json:"metrics"`
+	// Partial says the results are not a completed run's: it is still
+	// running, or it failed, timed out or was cancelled and the results
+	// hold what was done (spec 001's partial results on recovery).
+	Partial bool `json:"partial"`
 	// The task and the hierarchy's name head the Markdown report.
 	task, name string
 }
@@ -60,9 +64,12 @@ type TeamResult struct {
 	Status   string   `json:"status"`
 	Duration *float64 `json:"duration"`
 	// Turns counts how often the global supervisor dispatched the team.
-	Turns  int                      `json:"turns"`
-	Error  string                   `json:"error,omitempty"`
-	Agents OrderedMap[*AgentResult] `json:"agents"`
+	Turns int    `json:"turns"`
+	Error string `json:"error,omitempty"`
+	// Partial marks a failed team whose agents are the workers that
+	// finished before it failed.
+	Partial bool                     `json:"partial,omitempty"`
+	Agents  OrderedMap[*AgentResult] `json:"agents"`
 }
 
 // AgentResult is one worker's part of a team's result. Output joins the
@@ -188,6 +195,7 @@ func BuildResults(in ResultsInput) *Results {
 		},
 		Errors:   []models.ErrorInfo{},
 		Warnings: append([]string{}, res.Warnings...),
+		Partial:  run.Status != models.RunCompleted,
 		task:     run.Task,
 		name:     run.HierarchyName,
 	}
@@ -235,6 +243,7 @@ func BuildResults(in ResultsInput) *Results {
 		}
 		tr.Turns++
 		tr.Status = teamStatus(t.Status, run.Status, live)
+		tr.Partial = t.Partial && t.Status == models.TeamFailed
 		if t.Error != "" {
 			tr.Error = t.Error
 		}
@@ -387,7 +396,11 @@ func (r *Results) Markdown() string {
 		if t.Duration != nil {
 			dur = fmt.Sprintf("%.3f s", *t.Duration)
 		}
-		fmt.Fprintf(&b, "\n### %s\n\nTeam id `%s` · status **%s** · duration %s · turns %d\n", mdInline(t.TeamName), id, t.Status, dur, t.Turns)
+		partial := ""
+		if t.Partial {
+			partial = " · partial: the agents below finished before the team failed"
+		}
+		fmt.Fprintf(&b, "\n### %s\n\nTeam id `%s` · status **%s** · duration %s · turns %d%s\n", mdInline(t.TeamName), id, t.Status, dur, t.Turns, partial)
 		if t.Error != "" {
 			fmt.Fprintf(&b, "\n> Error: %s\n", oneLine(t.Error, 1000))
 		}

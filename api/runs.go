@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -21,6 +22,52 @@ type startInput struct {
 	HierarchyID     string                `json:"hierarchy_id"`
 	Task            string                `json:"task"`
 	ExecutionConfig *executionConfigInput `json:"execution_config"`
+	// ID and MessageID are optional caller-set ids (spec 003): the run's
+	// id, and the id of the message of its final answer.
+	ID        *string `json:"id"`
+	MessageID *string `json:"message_id"`
+}
+
+// Caller-set ids (spec 003): letters, digits, '_', '-' and '.', starting
+// with a letter or digit; a run id is at most 64 characters (it names the
+// run's workflow and is in URLs), a message id at most 100.
+const (
+	maxRunIDLength     = 64
+	maxMessageIDLength = 100
+)
+
+var callerIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// callerID checks an optional caller-set id: nil is "generate one", and
+// anything given must be a usable id.
+func callerID(field string, id *string, maxLen int) (string, error) {
+	if id == nil {
+		return "", nil
+	}
+	v := *id
+	switch {
+	case v == "":
+		return "", models.FieldError(field, "must be a non-empty string when given (omit it to have one generated)")
+	case len(v) > maxLen:
+		return "", models.FieldError(field, "must be at most %d characters, got %d", maxLen, len(v))
+	case !callerIDPattern.MatchString(v):
+		return "", models.FieldError(field, "must be letters, digits, '_', '-' or '.', starting with a letter or digit, got %q", v)
+	}
+	return v, nil
+}
+
+// callerIDs reads the optional run and message ids of a start into opts;
+// runField and messageField are their names on the surface.
+func callerIDs(opts *StartOptions, runField string, runID *string, messageField string, messageID *string) error {
+	var err error
+	if opts.RunID, err = callerID(runField, runID, maxRunIDLength); err != nil {
+		return err
+	}
+	if opts.MessageID, err = callerID(messageField, messageID, maxMessageIDLength); err != nil {
+		return err
+	}
+	opts.runField, opts.messageField = runField, messageField
+	return nil
 }
 
 // executionConfigInput is spec 001's execution_config of a start.
@@ -80,6 +127,9 @@ func (s *Server) startRun(c *gin.Context) {
 		return
 	}
 	opts, err := in.ExecutionConfig.options()
+	if err == nil {
+		err = callerIDs(&opts, "id", in.ID, "message_id", in.MessageID)
+	}
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -124,6 +174,10 @@ type ModelChecker interface {
 // execution_config).
 type StartOptions struct {
 	MaxParallelTeams int
+	// RunID and MessageID are caller-set ids (spec 003), validated; empty
+	// ones are generated. runField and messageField name them in errors.
+	RunID, MessageID       string
+	runField, messageField string
 }
 
 // Start checks the agents' providers, stores a pending run and starts its
@@ -145,12 +199,30 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 			return nil, models.Errorf(models.CodeRateLimited, "the tenant has %d runs pending or running, the most allowed (MAX_CONCURRENT_RUNS_PER_TENANT); retry when one ends", n)
 		}
 	}
-	id := models.NewID()
+	id := opts.RunID
+	if id == "" {
+		id = models.NewID()
+	}
+	if opts.MessageID != "" {
+		taken, err := r.Store.MessageIDTaken(ctx, opts.MessageID)
+		if err != nil {
+			return nil, err
+		}
+		if taken {
+			e := models.Errorf(models.CodeAlreadyExists, "%s %q is taken", opts.messageField, opts.MessageID)
+			e.Field = opts.messageField
+			return nil, e
+		}
+	}
 	run := &store.Run{
 		ID: id, HierarchyID: h.ID, HierarchyName: h.Name, TotalTeams: len(h.Teams),
 		WorkflowID: models.RunWorkflowID(id), Task: task, TenantID: tenant,
 	}
 	if err := r.Store.CreateRun(ctx, run); err != nil {
+		var e *models.Error
+		if errors.As(err, &e) && e.Code == models.CodeAlreadyExists && opts.runField != "" {
+			e.Field, e.Message = opts.runField, fmt.Sprintf("%s %q is taken", opts.runField, id)
+		}
 		return nil, err
 	}
 	start := client.StartWorkflowOptions{
@@ -173,9 +245,14 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 	if len(attrs) > 0 {
 		start.TypedSearchAttributes = temporal.NewSearchAttributes(attrs...)
 	}
-	_, err := r.Temporal.ExecuteWorkflow(ctx, start, models.RunWorkflowName, models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(tenant, opts)})
+	_, err := r.Temporal.ExecuteWorkflow(ctx, start, models.RunWorkflowName, models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(tenant, opts), AnswerMessageID: opts.MessageID})
 	if err != nil {
 		_ = r.Store.DeleteRun(context.WithoutCancel(ctx), id)
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) {
+			// A caller-set id whose workflow exists (its run row was removed).
+			return nil, &models.Error{Code: models.CodeAlreadyExists, Field: opts.runField, Message: fmt.Sprintf("%s %q is taken", firstNonEmpty(opts.runField, "run id"), id), Err: err}
+		}
 		return nil, &models.Error{Code: models.CodeUnavailable, Message: "could not start the run's workflow: Temporal is unavailable", Err: err}
 	}
 	return run, nil

@@ -2,6 +2,9 @@ package api
 
 import (
 	"context"
+	"fmt"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -50,6 +53,37 @@ type subAgentInput struct {
 	MaxDepth      *int     `json:"max_depth"`
 	MaxIterations *int     `json:"max_iterations"`
 	Enabled       *bool    `json:"enabled"`
+	// LLM settings like an agent's: flat, or as spec 001's llm_config
+	// (which wins).
+	Provider  string          `json:"provider"`
+	BaseURL   string          `json:"base_url"`
+	Region    string          `json:"region"`
+	Timeout   int             `json:"timeout"`
+	LLMConfig *llmConfigInput `json:"llm_config"`
+}
+
+// subAgentView is a sub-agent as the API answers it: its fields, and its
+// LLM settings again as spec 001's llm_config.
+type subAgentView struct {
+	*models.SubAgent
+	LLMConfig subAgentLLMConfig `json:"llm_config"`
+}
+
+type subAgentLLMConfig struct {
+	Provider    string   `json:"provider,omitempty"`
+	Model       string   `json:"model,omitempty"`
+	BaseURL     string   `json:"base_url,omitempty"`
+	Region      string   `json:"region,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+	MaxTokens   *int     `json:"max_tokens,omitempty"`
+	Timeout     int      `json:"timeout,omitempty"`
+}
+
+func viewSubAgent(sa *models.SubAgent) subAgentView {
+	return subAgentView{SubAgent: sa, LLMConfig: subAgentLLMConfig{
+		Provider: sa.Provider, Model: sa.Model, BaseURL: sa.BaseURL, Region: sa.Region,
+		Temperature: sa.Temperature, MaxTokens: sa.MaxTokens, Timeout: sa.Timeout,
+	}}
 }
 
 // Bounds of a sub-agent's max_depth: the runtime stops delegating below it,
@@ -57,6 +91,7 @@ type subAgentInput struct {
 const (
 	minSubAgentMaxDepth = 1
 	maxSubAgentMaxDepth = 10
+	maxBaseURLLength    = 2000
 )
 
 // toModel fills defaults and checks every field that needs no lookup. The
@@ -69,9 +104,44 @@ func (in *subAgentInput) toModel() (*models.SubAgent, error) {
 		Model:         strings.TrimSpace(in.Model),
 		Temperature:   in.Temperature,
 		MaxTokens:     in.MaxTokens,
+		Provider:      strings.TrimSpace(in.Provider),
+		BaseURL:       strings.TrimSpace(in.BaseURL),
+		Region:        strings.TrimSpace(in.Region),
+		Timeout:       in.Timeout,
 		MaxDepth:      models.DefaultSubAgentMaxDepth,
 		MaxIterations: models.DefaultAgentIterations,
 		Enabled:       true,
+	}
+	if c := in.LLMConfig; c != nil {
+		sa.Provider = firstNonEmpty(strings.TrimSpace(c.Provider), sa.Provider)
+		sa.Model = firstNonEmpty(strings.TrimSpace(c.Model), sa.Model)
+		sa.BaseURL = firstNonEmpty(strings.TrimSpace(c.BaseURL), sa.BaseURL)
+		sa.Region = firstNonEmpty(strings.TrimSpace(c.Region), sa.Region)
+		if c.Temperature != nil {
+			sa.Temperature = c.Temperature
+		}
+		if c.MaxTokens != nil {
+			sa.MaxTokens = c.MaxTokens
+		}
+		if c.Timeout != 0 {
+			sa.Timeout = c.Timeout
+		}
+	}
+	if sa.Provider != "" && !slices.Contains(models.KnownProviders, sa.Provider) {
+		return nil, &models.Error{Code: models.CodeProviderNotSupported, Field: "llm_config.provider",
+			Message: fmt.Sprintf("llm_config.provider: %q is not supported; use one of %s", sa.Provider, strings.Join(models.KnownProviders, ", "))}
+	}
+	if sa.Timeout < 0 {
+		return nil, models.FieldError("llm_config.timeout", "must be 0 (the default) or a number of seconds, got %d", sa.Timeout)
+	}
+	if n := utf8.RuneCountInString(sa.BaseURL); n > maxBaseURLLength {
+		return nil, models.FieldError("llm_config.base_url", "must be at most %d characters, got %d", maxBaseURLLength, n)
+	}
+	if u, err := url.Parse(sa.BaseURL); sa.BaseURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		return nil, models.FieldError("llm_config.base_url", "must be an http(s) URL, got %q", sa.BaseURL)
+	}
+	if n := utf8.RuneCountInString(sa.Region); n > models.MaxModelLength {
+		return nil, models.FieldError("llm_config.region", "must be at most %d characters, got %d", models.MaxModelLength, n)
 	}
 	if in.ID != nil {
 		// An explicit id must be usable; only an absent one is generated.
@@ -222,13 +292,16 @@ func (s *Server) createSubAgent(c *gin.Context) {
 	}
 	if sa.ID == "" {
 		sa.ID = models.NewID()
+	} else if err := s.checkSubAgentIDFree(c.Request.Context(), sa.ID); err != nil {
+		s.writeError(c, err)
+		return
 	}
 	sa.TenantID = ownTenant(c.Request.Context())
 	if err := s.store.CreateSubAgent(c.Request.Context(), sa); err != nil {
 		s.writeError(c, err)
 		return
 	}
-	ok(c, sa)
+	ok(c, viewSubAgent(sa))
 }
 
 func (s *Server) updateSubAgent(c *gin.Context) {
@@ -247,7 +320,7 @@ func (s *Server) updateSubAgent(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	ok(c, sa)
+	ok(c, viewSubAgent(sa))
 }
 
 // subAgentKey is the body of subagents/get and subagents/delete: one of id
@@ -284,7 +357,7 @@ func (s *Server) getSubAgent(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	ok(c, sa)
+	ok(c, viewSubAgent(sa))
 }
 
 func (s *Server) deleteSubAgent(c *gin.Context) {
@@ -311,7 +384,11 @@ func (s *Server) listSubAgents(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	ok(c, gin.H{"items": items, "total": total, "page": f.Page, "page_size": f.PageSize})
+	views := make([]subAgentView, len(items))
+	for i := range items {
+		views[i] = viewSubAgent(&items[i])
+	}
+	ok(c, gin.H{"items": views, "total": total, "page": f.Page, "page_size": f.PageSize})
 }
 
 // workerField is the field prefix of worker j of team i, as validation
@@ -329,5 +406,49 @@ func (s *Server) checkHierarchyRefs(ctx context.Context, h *models.Hierarchy) er
 			refs = append(refs, agentRefs{field: workerField(i, j) + ".", tools: w.Tools, subAgents: w.SubAgents})
 		}
 	}
-	return s.checkRefs(ctx, refs, "", "")
+	if err := s.checkRefs(ctx, refs, "", ""); err != nil {
+		return err
+	}
+	return s.checkAgentIDsFree(ctx, h)
+}
+
+// checkAgentIDsFree refuses a hierarchy with an agent_id that is the id of
+// one of its tenant's sub-agents: a run names agents by id on the stream
+// (source.agent_id, path) and in its cycle check, so the two must not
+// collide (spec 003).
+func (s *Server) checkAgentIDsFree(ctx context.Context, h *models.Hierarchy) error {
+	taken, err := s.store.SubAgentIDsIn(ctx, ownTenant(ctx), h.AgentIDs())
+	if err != nil || len(taken) == 0 {
+		return err
+	}
+	check := func(field, id string) error {
+		if taken[id] {
+			return models.FieldError(field+".agent_id", "agent_id %q is the id of a sub-agent; agent_ids and sub-agent ids must differ", id)
+		}
+		return nil
+	}
+	if err := check("global_supervisor_agent", h.GlobalSupervisor.AgentID); err != nil {
+		return err
+	}
+	for i, t := range h.Teams {
+		if err := check("teams["+strconv.Itoa(i)+"].team_supervisor_agent", t.Supervisor.AgentID); err != nil {
+			return err
+		}
+		for j, w := range t.Workers {
+			if err := check(workerField(i, j), w.AgentID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkSubAgentIDFree refuses a sub-agent id that is an agent_id of one of
+// its tenant's hierarchies (see checkAgentIDsFree).
+func (s *Server) checkSubAgentIDFree(ctx context.Context, id string) error {
+	hid, err := s.store.HierarchyUsingAgentID(ctx, ownTenant(ctx), id)
+	if err != nil || hid == "" {
+		return err
+	}
+	return models.FieldError("id", "%q is an agent_id of hierarchy %s; sub-agent ids and agent_ids must differ", id, hid)
 }

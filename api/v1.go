@@ -98,6 +98,10 @@ type v1ExecuteInput struct {
 		MaxParallelTeams        *int  `json:"max_parallel_teams"`
 	} `json:"execution_config"`
 	Task string `json:"task"`
+	// ExecutionID and MessageID are optional caller-set ids (spec 003):
+	// the execution's id and the id of its final answer's message.
+	ExecutionID *string `json:"execution_id"`
+	MessageID   *string `json:"message_id"`
 }
 
 func (s *Server) v1Execute(c *gin.Context) {
@@ -118,6 +122,10 @@ func (s *Server) v1Execute(c *gin.Context) {
 			return
 		}
 		opts.MaxParallelTeams = *ec.MaxParallelTeams
+	}
+	if err := callerIDs(&opts, "execution_id", in.ExecutionID, "message_id", in.MessageID); err != nil {
+		s.writeError(c, err)
+		return
 	}
 	ctx := c.Request.Context()
 	h, err := s.visibleHierarchy(ctx, id)

@@ -43,6 +43,7 @@ func RunOptions(cfg config.Config) models.RunOptions {
 		ContinueAsNewAfter:    cfg.ContinueAsNewAfter,
 		MaxDelegationsPerTurn: cfg.MaxDelegationsPerTurn,
 		MaxDelegationsPerRun:  cfg.MaxDelegationsPerRun,
+		ToolCallTimeout:       cfg.ToolCallTimeout,
 	}
 }
 

@@ -90,6 +90,8 @@ type Config struct {
 	ToolsHTTPAllowPrivate bool
 	ToolsHTTPMaxBytes     int
 	ToolsHTTPTimeout      time.Duration
+	// ToolCallTimeout bounds one attempt of a tool call's activity.
+	ToolCallTimeout time.Duration
 
 	// Event streaming.
 	EventFlushInterval  time.Duration
@@ -251,6 +253,7 @@ var vars = []Var{
 	{"TOOLS_HTTP_ALLOW_PRIVATE", "false", "Let `http_get` reach loopback, private, link-local and CGNAT addresses (off: such URLs are refused, also after DNS resolution and redirects).", boolVar(func(c *Config, b bool) { c.ToolsHTTPAllowPrivate = b })},
 	{"TOOLS_HTTP_MAX_BYTES", "1048576", "Largest response body `http_get` returns; longer ones are cut.", intVar(func(c *Config, n int) { c.ToolsHTTPMaxBytes = n })},
 	{"TOOLS_HTTP_TIMEOUT", "10s", "Time limit of one `http_get` request.", durationVar(func(c *Config, d time.Duration) { c.ToolsHTTPTimeout = d })},
+	{"TOOL_CALL_TIMEOUT", "2m", "Longest one tool call (one attempt of its activity) may take; a call that times out on every attempt is an error result for the model (the agent goes on).", durationVar(func(c *Config, d time.Duration) { c.ToolCallTimeout = d })},
 	{"EVENT_FLUSH_INTERVAL", "100ms", "Longest an activity holds streamed deltas before signalling them to the run's workflow (the first delta of a call goes after 5 ms, so a fast answer goes in one batch).", durationVar(func(c *Config, d time.Duration) { c.EventFlushInterval = d })},
 	{"SSE_NOTIFY", NotifyAuto, "How the API's poller of a live run learns that the run has new events. `auto`: a process that runs both the worker and the API (`serve -role all`, `executor dev`) is notified in process; on PostgreSQL (`DATABASE_URL`) workers also send `NOTIFY executor_events` and API processes `LISTEN` on a connection of their own. `local`: in process only. `off`: no notifications. A poller without notifications polls (`SSE_POLL_INTERVAL`).", func(c *Config, v string) error {
 		switch v = strings.ToLower(strings.TrimSpace(v)); v {

@@ -113,6 +113,15 @@ func TestToolsAndSubAgents(t *testing.T) {
 		if call.Data["tool_name"] != res.Data["tool_name"] || call.Source.AgentID != res.Source.AgentID || call.Sequence > res.Sequence {
 			t.Errorf("call %+v does not pair with result %+v", call.Data, res.Data)
 		}
+		// Spec 004's names, next to the earlier ones.
+		wantStatus := "completed"
+		if res.Data["is_error"] == true {
+			wantStatus = "failed"
+		}
+		if call.Data["execution_id"] != execID || res.Data["execution_id"] != execID || call.Data["status"] != "running" ||
+			call.Data["tool_input"] == nil || res.Data["status"] != wantStatus || res.Data["call_id"] != call.Data["call_id"] {
+			t.Errorf("spec 004 fields: call %+v result %+v", call.Data, res.Data)
+		}
 		byTool[call.Data["tool_name"].(string)] = append(byTool[call.Data["tool_name"].(string)], res)
 	}
 	if r := byTool["calculator"]; len(r) != 1 || r[0].Data["is_error"] != false || !strings.Contains(r[0].Data["result"].(string), "42") {

@@ -17,13 +17,20 @@ type SubAgent struct {
 	ID string `json:"id"`
 	// TenantID owns the sub-agent; names are unique per tenant. The store
 	// sets "default" when empty.
-	TenantID      string    `json:"tenant_id,omitempty"`
-	Name          string    `json:"name"`
-	Description   string    `json:"description,omitempty"`
-	SystemPrompt  string    `json:"system_prompt"`
-	Model         string    `json:"model,omitempty"`
-	Temperature   *float64  `json:"temperature,omitempty"`
-	MaxTokens     *int      `json:"max_tokens,omitempty"`
+	TenantID     string   `json:"tenant_id,omitempty"`
+	Name         string   `json:"name"`
+	Description  string   `json:"description,omitempty"`
+	SystemPrompt string   `json:"system_prompt"`
+	Model        string   `json:"model,omitempty"`
+	Temperature  *float64 `json:"temperature,omitempty"`
+	MaxTokens    *int     `json:"max_tokens,omitempty"`
+	// Provider, BaseURL, Region and Timeout complete the sub-agent's LLM
+	// settings as an agent's (spec 001's llm_config): empty provider is
+	// routed by the model table, Timeout 0 is the run's LLM call timeout.
+	Provider      string    `json:"provider,omitempty"`
+	BaseURL       string    `json:"base_url,omitempty"`
+	Region        string    `json:"region,omitempty"`
+	Timeout       int       `json:"timeout,omitempty"`
 	Tools         []string  `json:"tools"`          // tool keys from the registry
 	SubAgents     []string  `json:"sub_agents"`     // names of sub-agents it may delegate to
 	MaxDepth      int       `json:"max_depth"`      // deepest nesting below the run's agents it may be called at
@@ -38,6 +45,7 @@ func (s *SubAgent) Agent() Agent {
 	return Agent{
 		AgentID: s.ID, Name: s.Name, Role: s.Description, SystemPrompt: s.SystemPrompt,
 		Model: s.Model, Temperature: s.Temperature, MaxTokens: s.MaxTokens,
+		Provider: s.Provider, BaseURL: s.BaseURL, Region: s.Region, Timeout: s.Timeout,
 		Tools: s.Tools, SubAgents: s.SubAgents, MaxIterations: s.MaxIterations,
 	}
 }

@@ -92,6 +92,9 @@ type RunOptions struct {
 	// before the caps) means the defaults.
 	MaxDelegationsPerTurn int `json:"max_delegations_per_turn,omitempty"`
 	MaxDelegationsPerRun  int `json:"max_delegations_per_run,omitempty"`
+	// ToolCallTimeout bounds one attempt of a tool call; 0 (a run started
+	// before it) is 2 minutes.
+	ToolCallTimeout time.Duration `json:"tool_call_timeout,omitempty"`
 	// MaxParallelTeams overrides the hierarchy's for this run (spec 001
 	// execution_config); 0 keeps the hierarchy's.
 	MaxParallelTeams int `json:"max_parallel_teams,omitempty"`
@@ -106,6 +109,20 @@ type RunOptions struct {
 	// agent turns and sub-agents enforce MaxDelegationsPerTurn and
 	// MaxDelegationsPerRun (runs started before the caps do not).
 	DelegationCaps bool `json:"delegation_caps,omitempty"`
+	// ToolErrorResults is set by the run's workflow, never by the API: a
+	// tool call that fails as an activity (a timeout on every attempt) is
+	// an error result for the model, not a failed team (runs started
+	// before changeToolErrorResults fail the team).
+	ToolErrorResults bool `json:"tool_error_results,omitempty"`
+	// SelfDelegation is set by the run's workflow, never by the API: a
+	// sub-agent may delegate to itself (recursion, bounded by its
+	// max_depth); the cycle check refuses only other agents already on
+	// the call path.
+	SelfDelegation bool `json:"self_delegation,omitempty"`
+	// PartialResults is set by the run's workflow, never by the API: a
+	// failed team turn keeps its finished workers' outputs in the run's
+	// result, marked partial.
+	PartialResults bool `json:"partial_results,omitempty"`
 }
 
 // ModelFor is the model an agent's calls use: its own, else the run's
@@ -123,6 +140,10 @@ type RunInput struct {
 	Task      string     `json:"task"`
 	Hierarchy Hierarchy  `json:"hierarchy"` // a snapshot taken at start
 	Options   RunOptions `json:"options"`
+	// AnswerMessageID is the id, set by the caller at start (spec 003's
+	// application-set message ids), under which the run's final answer is
+	// stored and streamed; empty: the workflow generates one.
+	AnswerMessageID string `json:"answer_message_id,omitempty"`
 	// State is the run's state carried across continue-as-new; nil when
 	// the run starts.
 	State *RunState `json:"state,omitempty"`
@@ -177,6 +198,9 @@ type TeamOutput struct {
 	StartedAt   *time.Time     `json:"started_at,omitempty"`
 	CompletedAt *time.Time     `json:"completed_at,omitempty"`
 	Workers     []WorkerOutput `json:"workers"`
+	// Partial marks a failed (or stopped) turn whose Workers are the
+	// workers that finished before it failed.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // WorkerOutput is one worker call's answer. In a workflow's state, Output
@@ -481,7 +505,10 @@ type RespondInput struct {
 	Task        string        `json:"task"`
 	Instruction string        `json:"instruction"`
 	Context     []ContextItem `json:"context,omitempty"`
-	RunOptions  RunOptions    `json:"run_options"`
+	// CallerContext is the structured context a sub-agent's caller gave
+	// with the task (the delegate tool's optional "context", as JSON).
+	CallerContext string     `json:"caller_context,omitempty"`
+	RunOptions    RunOptions `json:"run_options"`
 	// Transcript holds this turn's earlier tool calls and their results.
 	Transcript []ChatMessage `json:"transcript,omitempty"`
 	// NoTools asks for a final answer without offering tools (the agent
@@ -573,6 +600,10 @@ type SubAgentInput struct {
 	MessageID       string     `json:"message_id"`
 	ParentMessageID string     `json:"parent_message_id"`
 	Options         RunOptions `json:"options"`
+	// Context is the optional structured context the caller gave with the
+	// task (the delegate tool's "context", compact JSON), which the
+	// sub-agent sees in its prompt.
+	Context string `json:"context,omitempty"`
 	// DelegationBudget is how many sub-agents this one and its own
 	// sub-agents may start together, lent by the caller out of the run's
 	// MaxDelegationsPerRun (with Options.DelegationCaps).

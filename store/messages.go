@@ -64,9 +64,12 @@ func saveMessage(db *gorm.DB, m *Message) error {
 		AgentName: m.AgentName, TeamName: m.TeamName, Depth: m.Depth, Path: string(path), Content: withoutNUL(m.Content),
 		CreatedAt: now, UpdatedAt: now,
 	}
+	// Only the same run's message is updated: a message id set by a
+	// caller (spec 003) can never overwrite another run's message.
 	return db.Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "id"}},
 		DoUpdates: clause.AssignmentColumns([]string{"content", "updated_at"}),
+		Where:     clause.Where{Exprs: []clause.Expression{clause.Expr{SQL: "message.run_id = excluded.run_id"}}},
 	}).Create(&row).Error
 }
 

@@ -89,3 +89,28 @@ func TestNULInAnswersIsStoredSafely(t *testing.T) {
 		}
 	})
 }
+
+// TestSaveMessageKeepsOtherRunsMessages: a message id taken by another run
+// (a caller-set id, spec 003) never overwrites that run's message.
+func TestSaveMessageKeepsOtherRunsMessages(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		src := models.Source{AgentID: "gs", AgentType: models.AgentTypeGlobalSupervisor, AgentName: "lead", Path: []string{"gs"}}
+		if err := st.SaveMessage(ctx, store.MessageFromSource("msg-client", "run-a", "", "run a's answer", src)); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SaveMessage(ctx, store.MessageFromSource("msg-client", "run-b", "", "run b's answer", src)); err != nil {
+			t.Fatal(err)
+		}
+		if taken, err := st.MessageIDTaken(ctx, "msg-client"); err != nil || !taken {
+			t.Errorf("MessageIDTaken = %v, %v", taken, err)
+		}
+		tree, err := st.MessageTree(ctx, "run-a")
+		if err != nil || len(tree) != 1 || tree[0].Content != "run a's answer" {
+			t.Fatalf("run a's messages = %+v, %v", tree, err)
+		}
+		if tree, _ := st.MessageTree(ctx, "run-b"); len(tree) != 0 {
+			t.Errorf("run b's messages = %+v", tree)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -61,7 +62,21 @@ func (s *Store) CreateRun(ctx context.Context, r *Run) error {
 		ID: r.ID, TenantID: r.TenantID, HierarchyID: r.HierarchyID, HierarchyName: r.HierarchyName, TotalTeams: r.TotalTeams, WorkflowID: r.WorkflowID,
 		Task: r.Task, Status: r.Status, CreatedAt: now, UpdatedAt: now,
 	}
-	return s.db.WithContext(ctx).Create(&row).Error
+	err := s.db.WithContext(ctx).Create(&row).Error
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		// A caller-set id (spec 003) that is taken, by any tenant: the
+		// message says no more than that.
+		return models.Errorf(models.CodeAlreadyExists, "run id %q is taken", r.ID)
+	}
+	return err
+}
+
+// MessageIDTaken reports whether a message with id is stored (for any
+// run): a caller-set message id must be new.
+func (s *Store) MessageIDTaken(ctx context.Context, id string) (bool, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Model(&messageRow{}).Where("id = ?", id).Count(&n).Error
+	return n > 0, err
 }
 
 // DeleteRun removes a run that never started (its workflow could not be

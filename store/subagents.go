@@ -26,6 +26,8 @@ type subAgentRow struct {
 	MaxDepth      int
 	MaxIterations int
 	Enabled       bool
+	// Settings is a JSON object: provider, base_url, region, timeout.
+	Settings string
 	// The store sets both times itself (see subAgentNow); gorm's automatic
 	// update time would differ from the one the API answers with.
 	CreatedAt time.Time `gorm:"autoCreateTime:false"`
@@ -204,6 +206,7 @@ func toSubAgentRow(sa *models.SubAgent) (subAgentRow, error) {
 		MaxDepth:      sa.MaxDepth,
 		MaxIterations: sa.MaxIterations,
 		Enabled:       sa.Enabled,
+		Settings:      settingsOf(models.Agent{Provider: sa.Provider, BaseURL: sa.BaseURL, Region: sa.Region, Timeout: sa.Timeout}, false),
 		CreatedAt:     sa.CreatedAt,
 		UpdatedAt:     sa.UpdatedAt,
 	}, nil
@@ -225,6 +228,11 @@ func (r *subAgentRow) toModel() (*models.SubAgent, error) {
 		CreatedAt:     r.CreatedAt.UTC(),
 		UpdatedAt:     r.UpdatedAt.UTC(),
 	}
+	var settings models.Agent
+	if err := applySettings(&settings, r.Settings, false); err != nil {
+		return nil, fmt.Errorf("sub-agent %s: %w", r.ID, err)
+	}
+	sa.Provider, sa.BaseURL, sa.Region, sa.Timeout = settings.Provider, settings.BaseURL, settings.Region, settings.Timeout
 	var err error
 	if sa.Tools, err = decodeStrings(r.Tools); err != nil {
 		return nil, fmt.Errorf("sub-agent %s tools: %w", r.ID, err)
@@ -257,4 +265,47 @@ func subAgentTaken(field, format string, args ...any) error {
 	e := models.Errorf(models.CodeAlreadyExists, format, args...)
 	e.Field = field
 	return e
+}
+
+// SubAgentIDsIn reports which of ids are the ids of tenant's sub-agents
+// ("" is the default tenant): a hierarchy's agent_ids must not be, since a
+// run's call paths and cycle check name agents by id (spec 003).
+func (s *Store) SubAgentIDsIn(ctx context.Context, tenant string, ids []string) (map[string]bool, error) {
+	found := map[string]bool{}
+	if len(ids) == 0 {
+		return found, nil
+	}
+	var got []string
+	if err := s.db.WithContext(ctx).Model(&subAgentRow{}).Where("tenant_id = ? AND id IN ?", tenantOr(tenant), ids).Pluck("id", &got).Error; err != nil {
+		return nil, err
+	}
+	for _, id := range got {
+		found[id] = true
+	}
+	return found, nil
+}
+
+// HierarchyUsingAgentID returns the id of one of tenant's hierarchies that
+// has an agent (global supervisor, team supervisor or worker) with
+// agent_id id, or "" when none has: a sub-agent's id must not be one.
+func (s *Store) HierarchyUsingAgentID(ctx context.Context, tenant, id string) (string, error) {
+	db := s.db.WithContext(ctx)
+	tenant = tenantOr(tenant)
+	var ids []string
+	if err := db.Model(&hierarchyRow{}).Where("tenant_id = ? AND global_supervisor_agent_id = ?", tenant, id).Limit(1).Pluck("id", &ids).Error; err != nil || len(ids) > 0 {
+		return first(ids), err
+	}
+	owned := db.Model(&hierarchyRow{}).Select("id").Where("tenant_id = ?", tenant)
+	if err := db.Model(&teamRow{}).Where("supervisor_agent_id = ? AND hierarchy_id IN (?)", id, owned).Limit(1).Pluck("hierarchy_id", &ids).Error; err != nil || len(ids) > 0 {
+		return first(ids), err
+	}
+	err := db.Model(&workerRow{}).Where("agent_id = ? AND hierarchy_id IN (?)", id, owned).Limit(1).Pluck("hierarchy_id", &ids).Error
+	return first(ids), err
+}
+
+func first(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[0]
 }

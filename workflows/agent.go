@@ -1,13 +1,16 @@
 package workflows
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -83,6 +86,7 @@ type agentTurn struct {
 	Task            string
 	Instruction     string
 	Context         []models.ContextItem
+	CallerContext   string // a sub-agent's context from its caller
 	Purpose         string
 	MessageID       string
 	ParentMessageID string
@@ -122,7 +126,7 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 	for round := 1; ; round++ {
 		in := models.RespondInput{
 			RunID: t.RunID, Purpose: t.Purpose, Agent: t.Agent, Source: t.Source, Task: t.Task,
-			Instruction: t.Instruction, Context: t.Context, RunOptions: t.Options, Transcript: transcript,
+			Instruction: t.Instruction, Context: t.Context, CallerContext: t.CallerContext, RunOptions: t.Options, Transcript: transcript,
 			NoTools: round > limit, MessageID: t.MessageID, ParentMessageID: t.ParentMessageID,
 			ReturnEvents: t.Events.returnsEvents(), DeferWrites: t.Options.DeferWrites,
 		}
@@ -176,7 +180,7 @@ func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models
 		return t.delegate(ctx, call, execID)
 	}
 	tctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 2 * time.Minute,
+		StartToCloseTimeout: toolTimeout(t.Options),
 		HeartbeatTimeout:    t.Options.HeartbeatTimeout,
 		Summary:             fmt.Sprintf("tool %s · %s", call.Name, t.Source.AgentName),
 		RetryPolicy: &temporal.RetryPolicy{
@@ -184,6 +188,7 @@ func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models
 			MaximumAttempts: activities.MaxToolAttempts,
 		},
 	})
+	start := workflow.Now(ctx)
 	var out models.ToolOutput
 	err := workflow.ExecuteActivity(tctx, a.RunTool, models.ToolInput{
 		RunID: t.RunID, Source: t.Source, ExecutionID: execID, Call: call, RunOptions: t.Options,
@@ -191,12 +196,66 @@ func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models
 	}).Get(ctx, &out)
 	t.Events.apply(out.Events)
 	out.Events = nil
+	if err != nil && t.Options.ToolErrorResults && !temporal.IsCanceledError(err) && ctx.Err() == nil {
+		// The activity failed (no attempt answered within its timeouts):
+		// the model gets the error as the tool's result and goes on, and
+		// the stream the llm.tool_result the activity could not send.
+		out = models.ToolOutput{Content: toolFailure(call.Name, err, t.Options), IsError: true, DurationMs: workflow.Now(ctx).Sub(start).Milliseconds()}
+		t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, activities.ToolResultData(call, execID, out))
+		return out, models.Usage{}, nil
+	}
 	return out, models.Usage{}, err
+}
+
+// defaultToolTimeout bounds one attempt of a tool call of a run whose
+// options have no ToolCallTimeout.
+const defaultToolTimeout = 2 * time.Minute
+
+// toolTimeout bounds one attempt of a tool call.
+func toolTimeout(o models.RunOptions) time.Duration {
+	if o.ToolCallTimeout > 0 {
+		return o.ToolCallTimeout
+	}
+	return defaultToolTimeout
+}
+
+// toolFailure is the error result of a tool activity that failed: for a
+// timeout, the tool, which timeout and its limit.
+func toolFailure(tool string, err error, o models.RunOptions) string {
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &timeout) {
+		kind, limit := "start-to-close", toolTimeout(o).String()
+		if timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT {
+			kind, limit = "heartbeat", o.HeartbeatTimeout.String()
+		}
+		return fmt.Sprintf("tool %s timed out: no result within the %s timeout of %s, on every attempt (%d)", tool, kind, limit, activities.MaxToolAttempts)
+	}
+	return fmt.Sprintf("tool %s failed: %s", tool, failureMessage(err))
 }
 
 type delegateArgs struct {
 	Name string `json:"name"`
 	Task string `json:"task"`
+	// Context is optional structured context for the sub-agent (spec 003's
+	// subAgent tool input).
+	Context json.RawMessage `json:"context,omitempty"`
+}
+
+// maxCallerContextChars bounds the context a caller passes to a sub-agent
+// (it travels in the child workflow's input).
+const maxCallerContextChars = 16000
+
+// callerContext is the delegate call's context as compact JSON, "" when
+// absent or null, cut to maxCallerContextChars.
+func callerContext(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if len(raw) == 0 || json.Compact(&b, raw) != nil || b.String() == "null" {
+		return ""
+	}
+	if r := []rune(b.String()); len(r) > maxCallerContextChars {
+		return string(r[:maxCallerContextChars]) + " …[truncated]"
+	}
+	return b.String()
 }
 
 // delegate runs a sub-agent as a child workflow, after the guard: the
@@ -210,7 +269,7 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 	t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolCall, activities.ToolCallData(call, execID))
 	finish := func(out models.ToolOutput) models.ToolOutput {
 		out.DurationMs = workflow.Now(ctx).Sub(start).Milliseconds()
-		t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, activities.ToolResultData(call.Name, execID, out))
+		t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, activities.ToolResultData(call, execID, out))
 		return out
 	}
 	// counted says this call has been counted against the caps; a refusal
@@ -233,7 +292,7 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 
 	var args delegateArgs
 	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil || strings.TrimSpace(args.Name) == "" || strings.TrimSpace(args.Task) == "" {
-		return refuse(`the arguments must be {"name": <sub-agent>, "task": <text>}`)
+		return refuse(`the arguments must be {"name": <sub-agent>, "task": <text>, "context"?: <object>}`)
 	}
 	if t.Budget != nil {
 		if limit := t.Options.MaxDelegationsPerTurn; t.delegations >= limit {
@@ -271,7 +330,11 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 	if err := load.Get(ctx, &def); err != nil {
 		return refuse("%s", failureMessage(err))
 	}
-	if contains(t.Source.Path, def.ID) {
+	// A sub-agent delegating to itself is recursion, which max_depth
+	// bounds (changeSelfDelegation); another agent already on the call
+	// path is a cycle.
+	self := t.Options.SelfDelegation && t.Source.AgentType == models.AgentTypeSubAgent && def.ID == t.Source.AgentID
+	if !self && contains(t.Source.Path, def.ID) {
 		return refuse("cycle: %q (agent_id %s) is already on the call path %s", def.Name, def.ID, strings.Join(t.Source.Path, " → "))
 	}
 	maxDepth := def.MaxDepth
@@ -298,7 +361,7 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 	err := workflow.ExecuteChildWorkflow(cctx, SubAgentWorkflow, models.SubAgentInput{
 		RunID: t.RunID, WorkflowID: childID, Definition: def, Source: source, Task: args.Task,
 		MessageID: newMessageID(ctx), ParentMessageID: t.MessageID, Options: t.Options,
-		DelegationBudget: lent,
+		DelegationBudget: lent, Context: callerContext(args.Context),
 	}).Get(ctx, &res)
 	if t.Budget != nil {
 		spent := lent // a failed sub-agent: what it spent is unknown
@@ -335,6 +398,7 @@ func SubAgentWorkflow(ctx workflow.Context, in models.SubAgentInput) (*models.Su
 		Events: &runSignaler{RunID: in.RunID, Producer: in.WorkflowID},
 		Budget: newDelegationBudget(in.Options, in.DelegationBudget, &spent),
 	}
+	turn.CallerContext = in.Context
 	res, err := turn.run(ctx)
 	if err != nil {
 		return nil, err

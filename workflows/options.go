@@ -120,7 +120,27 @@ const (
 	// turns and sub-agents in RunOptions.DelegationCaps, so a child's
 	// behaviour follows its input.
 	changeDelegationCaps = "delegation-caps"
+	// changeToolErrorResults: a tool activity that fails (a timeout on
+	// every attempt) is an llm.tool_result with is_error for the model,
+	// and the agent goes on (it failed the team).
+	changeToolErrorResults = "tool-error-results"
+	// changeSelfDelegation: a sub-agent may delegate to itself, up to its
+	// max_depth (it was refused as a cycle).
+	changeSelfDelegation = "self-delegation"
+	// changePartialResults: a failed team turn keeps its finished workers'
+	// outputs, marked partial (they were dropped).
+	changePartialResults = "partial-results"
 )
+
+// recordFieldChanges asks, once at the start of a run's execution, for the
+// changes whose behaviour the run's team turns and sub-agents follow, and
+// carries the answers in the options (as changeDelegationCaps does).
+func recordFieldChanges(ctx workflow.Context, o models.RunOptions) models.RunOptions {
+	o.ToolErrorResults = workflow.GetVersion(ctx, changeToolErrorResults, workflow.DefaultVersion, 1) == 1
+	o.SelfDelegation = workflow.GetVersion(ctx, changeSelfDelegation, workflow.DefaultVersion, 1) == 1
+	o.PartialResults = workflow.GetVersion(ctx, changePartialResults, workflow.DefaultVersion, 1) == 1
+	return o
+}
 
 // storeOutageLimit is how long a run waits for its database to come back
 // before a write fails it.

@@ -59,6 +59,7 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	// execution.
 	w.in.Options.DeferWrites = workflow.GetVersion(ctx, changeAnswerSaveStep, workflow.DefaultVersion, 1) == 1
 	w.in.Options.DelegationCaps = workflow.GetVersion(ctx, changeDelegationCaps, workflow.DefaultVersion, 1) == 1
+	w.in.Options = recordFieldChanges(ctx, w.in.Options)
 	w.delegations = newDelegationBudget(w.in.Options, w.in.Options.MaxDelegationsPerRun, &w.state.Delegations)
 	if err := w.setup(ctx); err != nil {
 		return nil, err
@@ -194,7 +195,10 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 
 	s.ActiveAgentID = gs.AgentID
 	var final models.RespondResult
-	finalID := newMessageID(ctx)
+	finalID := w.in.AnswerMessageID
+	if finalID == "" { // the input decides, so a replay agrees
+		finalID = newMessageID(ctx)
+	}
 	fctx := llmContext(work, w.in.Options, agentSummary("", w.hier.GlobalSupervisor, w.in.Options)+" · final answer", w.hier.GlobalSupervisor)
 	if err := w.await(ctx, workflow.ExecuteActivity(fctx, a.Respond, models.RespondInput{
 		RunID:        w.in.RunID,
@@ -394,6 +398,7 @@ func (w *runWorkflow) runParallel(ctx workflow.Context) error {
 type startedTeam struct {
 	future workflow.Future
 	output models.TeamOutput // what is known before it ends
+	state  *TeamState        // an inline turn's state, read if it fails
 }
 
 // startTeam starts one team turn as a child workflow.
@@ -420,11 +425,12 @@ func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruc
 		// complete, and its events go straight into the run's log.
 		done, settle := workflow.NewFuture(ctx)
 		sink := &runLogSink{w: w, id: models.TeamWorkflowID(w.in.RunID, s.Turns)}
+		state := &TeamState{Input: in}
 		workflow.Go(ctx, func(ctx workflow.Context) {
-			res, err := runTeamTurn(ctx, &TeamState{Input: in}, sink, w.delegations)
+			res, err := runTeamTurn(ctx, state, sink, w.delegations)
 			settle.Set(res, err)
 		})
-		return startedTeam{future: done, output: output}
+		return startedTeam{future: done, output: output, state: state}
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:          models.TeamWorkflowID(w.in.RunID, s.Turns),
@@ -447,11 +453,13 @@ func (w *runWorkflow) finishTeam(ctx workflow.Context, t startedTeam) (models.Te
 		if temporal.IsCanceledError(err) || ctx.Err() != nil {
 			if w.timedOut {
 				out.Status, out.Error = models.TeamFailed, "stopped: the run exceeded its max_execution_time"
+				w.keepFinishedWorkers(&out, t.state)
 				w.state.Teams = append(w.state.Teams, out)
 			}
 			return out, err
 		}
 		out.Status, out.Error = models.TeamFailed, failureMessage(err)
+		w.keepFinishedWorkers(&out, t.state)
 		return out, nil
 	}
 	s := w.state
@@ -462,6 +470,24 @@ func (w *runWorkflow) finishTeam(ctx workflow.Context, t startedTeam) (models.Te
 	s.Usage = s.Usage.Add(res.SupervisorUsage)
 	out.Workers, out.Status = res.Output.Workers, models.TeamCompleted
 	return out, nil
+}
+
+// keepFinishedWorkers keeps, in a failed turn's output, the outputs of the
+// workers that finished before it failed, marked partial, with their usage
+// and warnings (changePartialResults; an inline turn's state only).
+func (w *runWorkflow) keepFinishedWorkers(out *models.TeamOutput, ts *TeamState) {
+	if !w.in.Options.PartialResults || ts == nil {
+		return
+	}
+	s := w.state
+	s.Warnings = append(s.Warnings, ts.Warnings...)
+	for _, wo := range ts.Outputs {
+		s.Usage = s.Usage.Add(wo.Usage)
+	}
+	s.Usage = s.Usage.Add(ts.Usage)
+	if len(ts.Outputs) > 0 {
+		out.Workers, out.Partial = append([]models.WorkerOutput(nil), ts.Outputs...), true
+	}
 }
 
 // recordTeam adds a finished turn to the run. A failure is recorded as an
