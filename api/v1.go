@@ -46,7 +46,8 @@ func (s *Server) routeV1(g *gin.RouterGroup) {
 
 	ex := g.Group("/executions", v1Resource("execution_id"))
 	ex.GET("/:id", s.v1GetExecution)
-	ex.GET("/:id/stream", s.streamRunGET)
+	ex.GET("/:id/stream", s.v1StreamGET)
+	ex.GET("/:id/ws", s.v1WSGET)
 	ex.POST("/:id/stream-token", s.v1CreateStreamToken)
 	ex.GET("/:id/results", s.v1Results)
 	ex.POST("/:id/results/format", s.requireRuns, s.v1FormatResults)

@@ -396,18 +396,63 @@ func TestV1EndToEnd(t *testing.T) {
 		t.Errorf("started = %+v", started)
 	}
 
+	// Spec 001's stream, live, event for event as the spec's example.
 	req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(e.v1URL(), "/api/v1")+started.StreamURL, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("stream: %v %v", err, resp)
 	}
-	msgs, ended := e.readStream(resp, nil)
-	if !ended {
-		t.Fatal("stream did not end")
+	msgs := e.readV1Stream(resp)
+	checkV1Shape(t, started.ExecutionID, msgs)
+	const research, writing = "team_a7b9c2d4e5f6", "team_x8y9z1a2b3c4"
+	wantOutline := []string{
+		"execution_started:started",
+		"supervisor_routing:" + research,
+		"supervisor_routing:agent_search_001", "agent_started:agent_search_001", "agent_completed:agent_search_001",
+		"supervisor_routing:agent_analyze_001", "agent_started:agent_analyze_001", "agent_completed:agent_analyze_001",
+		"team_transition:" + research + ">" + writing,
+		"supervisor_routing:agent_write_001", "agent_started:agent_write_001", "agent_completed:agent_write_001",
+		"execution_completed:completed",
 	}
-	checkLog(t, started.ExecutionID, msgs)
-	if last := msgs[len(msgs)-1]; last.Type != "lifecycle.completed" {
-		t.Fatalf("stream ended with %s: %+v", last.Type, last.Event.Data)
+	if got := v1Outline(msgs); !slices.Equal(got, wantOutline) {
+		t.Errorf("spec 001 stream:\n got %q\nwant %q", got, wantOutline)
+	}
+	progress, outputs := map[string]string{}, map[string]string{}
+	for _, m := range msgs {
+		switch m.Type {
+		case "agent_progress":
+			progress[m.Data["agent_id"].(string)] += m.Data["content"].(string)
+		case "agent_completed":
+			outputs[m.Data["agent_id"].(string)] = m.Data["result"].(string)
+		case "supervisor_routing":
+			if m.Data["selected_team"] != nil && (m.Data["team_id"] != created.TeamID || m.Data["supervisor_id"] == "") {
+				t.Errorf("top routing = %v", m.Data)
+			}
+			if m.Data["selected_agent"] != nil && m.Data["team_id"] != research && m.Data["team_id"] != writing {
+				t.Errorf("team routing = %v", m.Data)
+			}
+		}
+	}
+	wantResults := map[string]string{"agent_search_001": "SEARCH: 15 篇论文", "agent_analyze_001": "趋势分析: 数据隐私、可解释性、监管合规", "agent_write_001": "REPORT: 技术背景、应用案例、挑战分析、未来展望"}
+	if !reflect.DeepEqual(outputs, wantResults) || progress["agent_search_001"] != wantResults["agent_search_001"] {
+		t.Errorf("agent results %q, progress %q", outputs, progress)
+	}
+	last := msgs[len(msgs)-1].Data
+	if last["result_url"] != "/api/v1/executions/"+started.ExecutionID+"/results" || last["status"] != "completed" {
+		t.Errorf("execution_completed = %v", last)
+	}
+	// The same log as contract 002's stream, with the same sequences.
+	log := e.streamAll(started.ExecutionID)
+	checkLog(t, started.ExecutionID, log)
+	if msgs[0].seq() != 1 || msgs[len(msgs)-1].seq() != log[len(log)-1].Event.Sequence {
+		t.Errorf("spec 001 stream spans %d..%d, the log 1..%d", msgs[0].seq(), msgs[len(msgs)-1].seq(), len(log))
+	}
+	// Resume from the middle (after the searcher's completion).
+	for k, m := range msgs {
+		if m.Type == "agent_completed" {
+			checkV1Resume(t, e, started.ExecutionID, msgs, k)
+			break
+		}
 	}
 
 	var ex struct {
