@@ -13,6 +13,10 @@ import (
 
 	"github.com/coder/websocket"
 	sse "github.com/tmaxmax/go-sse"
+
+	"github.com/op-stack/executor/auth"
+	"github.com/op-stack/executor/llm/llmfake"
+	"github.com/op-stack/executor/models"
 )
 
 // v1StreamMsg is one message of spec 001's stream as its client sees it:
@@ -227,5 +231,119 @@ func checkV1Resume(t *testing.T, e *testEnv, id string, msgs []v1StreamMsg, k in
 	got, code := readWS(t, ctx, c)
 	if code != websocket.StatusNormalClosure || !reflect.DeepEqual(got, want) {
 		t.Errorf("WebSocket resume after %d: close %v, %d messages, want %d", after, code, len(got), len(want))
+	}
+}
+
+// TestWebSocket pushes a live run's events over WebSocket with a real
+// client: in order from 1 with no gap, equal to the stored log, one poller
+// for every subscriber of the run, closed with 1000 after the terminal
+// event; a resume after N sends N+1 onwards; another tenant's handshake is
+// refused with 404 before the upgrade, a missing key with 401, and the
+// run's stream token opens it without a key.
+func TestWebSocket(t *testing.T) {
+	e := newEnv(t, referenceRules(map[string][]llmfake.Response{
+		// Slow enough that the subscribers below join while it runs.
+		"W-SEARCHER": {{Content: strings.Repeat("token ", 60), TokenDelay: 20 * time.Millisecond}},
+	}), withAuth)
+	scopes := []auth.Scope{auth.ScopeHierarchiesRead, auth.ScopeHierarchiesWrite, auth.ScopeRunsRead, auth.ScopeRunsWrite}
+	keyA, keyB := e.issueKey("tenant-a", scopes...), e.issueKey("tenant-b", scopes...)
+	var h struct {
+		ID string `json:"hierarchy_id"`
+	}
+	e.mustCall("POST", "/api/executor/v1/hierarchies/create", keyA, referenceHierarchy(), &h)
+	var run struct {
+		ID string `json:"id"`
+	}
+	e.mustCall("POST", "/api/executor/v1/runs/start", keyA, map[string]any{"hierarchy_id": h.ID, "task": "push it"}, &run)
+	path := "/api/executor/v1/runs/" + run.ID + "/ws"
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, p := range []string{path, "/api/v1/executions/" + run.ID + "/ws"} {
+		if _, status, err := e.dialWS(ctx, p, keyB); err == nil || status != http.StatusNotFound {
+			t.Errorf("tenant B on %s: status %d, error %v; want a refused handshake with 404", p, status, err)
+		}
+		if _, status, err := e.dialWS(ctx, p, ""); err == nil || status != http.StatusUnauthorized {
+			t.Errorf("no key on %s: status %d, error %v; want 401", p, status, err)
+		}
+	}
+
+	// Two live subscribers (the second by stream token) share one poller.
+	first, status, err := e.dialWS(ctx, path, keyA)
+	if err != nil {
+		t.Fatalf("dial: %d %v", status, err)
+	}
+	var tok struct {
+		Token string `json:"token"`
+	}
+	e.mustCall("POST", "/api/executor/v1/runs/stream-token", keyA, map[string]any{"id": run.ID}, &tok)
+	second, status, err := e.dialWS(ctx, path+"?token="+tok.Token, "")
+	if err != nil {
+		t.Fatalf("dial with the stream token: %d %v", status, err)
+	}
+	type read struct {
+		msgs []map[string]any
+		code websocket.StatusCode
+	}
+	results := make(chan read, 2)
+	var live bool
+	for _, c := range []*websocket.Conn{first, second} {
+		_, raw, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("first message: %v", err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			rest, code := readWS(t, ctx, c)
+			results <- read{append([]map[string]any{m}, rest...), code}
+		}()
+	}
+	if st := e.api.StreamStats(); st.Subscribers == 2 {
+		live = true
+		if st.Pollers != 1 {
+			t.Errorf("two subscribers of one run: %d pollers", st.Pollers)
+		}
+	}
+	waitFor(t, time.Minute, "the run to end", func() bool {
+		var v runView
+		e.mustCall("POST", "/api/executor/v1/runs/get", keyA, map[string]any{"id": run.ID}, &v)
+		return models.IsTerminal(v.Status)
+	})
+	stored := e.storedEvents(run.ID)
+	var want []map[string]any
+	for _, ev := range stored {
+		raw, _ := json.Marshal(ev)
+		var m map[string]any
+		_ = json.Unmarshal(raw, &m)
+		want = append(want, m)
+	}
+	for range 2 {
+		r := <-results
+		if r.code != websocket.StatusNormalClosure {
+			t.Errorf("closed with %v, want 1000 after the terminal event", r.code)
+		}
+		if !reflect.DeepEqual(r.msgs, want) {
+			t.Errorf("pushed %d events, stored %d; they differ", len(r.msgs), len(want))
+		}
+	}
+	if !live {
+		t.Log("the run ended before both subscribers were counted; the poller count was not checked")
+	}
+	if n := len(want); n < 10 || want[n-1]["event"].(map[string]any)["action"] != "completed" {
+		t.Fatalf("stored log of %d events", n)
+	}
+
+	// Resume after N: N+1 onwards.
+	after := len(want) / 2
+	c, status, err := e.dialWS(ctx, fmt.Sprintf("%s?after=%d", path, after), keyA)
+	if err != nil {
+		t.Fatalf("dial: %d %v", status, err)
+	}
+	got, code := readWS(t, ctx, c)
+	if code != websocket.StatusNormalClosure || !reflect.DeepEqual(got, want[after:]) {
+		t.Errorf("resume after %d: close %v, %d events, want %d", after, code, len(got), len(want)-after)
 	}
 }
