@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/api/serviceerror"
@@ -144,6 +145,9 @@ func (s *Server) v1Execute(c *gin.Context) {
 		"task":         task,
 		"stream_url":   V1Prefix + "/executions/" + run.ID + "/stream",
 		"results_url":  V1Prefix + "/executions/" + run.ID + "/results",
+		// The mean of the team's latest completed executions; null before
+		// the first one.
+		"estimated_duration": s.estimatedDuration(ctx, run),
 	})
 }
 
@@ -190,6 +194,8 @@ func (s *Server) v1GetExecution(c *gin.Context) {
 		"updated_at":   run.UpdatedAt,
 		"completed_at": run.CompletedAt,
 		"progress":     p,
+		// See estimatedRemaining; null when nothing honest can be said.
+		"estimated_remaining_time": s.estimatedRemaining(ctx, run, p.CompletionPercentage, time.Now()),
 	}
 	if run.Error != "" {
 		data["error"] = run.Error

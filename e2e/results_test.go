@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"reflect"
@@ -389,12 +390,18 @@ func TestV1EndToEnd(t *testing.T) {
 		Status      string `json:"status"`
 		StreamURL   string `json:"stream_url"`
 		Task        string `json:"task"`
+		// Whole seconds, null until the team has completed an execution.
+		EstimatedDuration *int64 `json:"estimated_duration"`
 	}
 	e.mustV1(http.MethodPost, "/hierarchical-teams/"+created.TeamID+"/execute", executeBody, "EXECUTION_STARTED", &started)
 	if started.TeamID != created.TeamID || started.Status != "started" || started.StreamURL != "/api/v1/executions/"+started.ExecutionID+"/stream" ||
 		!strings.HasPrefix(started.Task, "请协调整个分层团队执行研究分析任务") {
 		t.Errorf("started = %+v", started)
 	}
+	if started.EstimatedDuration != nil {
+		t.Errorf("estimated_duration of a team's first execution = %d, want null", *started.EstimatedDuration)
+	}
+	firstID := started.ExecutionID
 
 	// Spec 001's stream, live, event for event as the spec's example.
 	req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(e.v1URL(), "/api/v1")+started.StreamURL, nil)
@@ -461,9 +468,13 @@ func TestV1EndToEnd(t *testing.T) {
 			CompletedTeams       []string `json:"completed_teams"`
 			CompletionPercentage int      `json:"completion_percentage"`
 		} `json:"progress"`
+		EstimatedRemaining *int64 `json:"estimated_remaining_time"`
 	}
 	e.waitRun(started.ExecutionID, 30*time.Second) // the status is written just after the last event
 	e.mustV1(http.MethodGet, "/executions/"+started.ExecutionID, nil, "EXECUTION_INFO_RETRIEVED", &ex)
+	if ex.EstimatedRemaining == nil || *ex.EstimatedRemaining != 0 {
+		t.Errorf("estimated_remaining_time of a completed execution = %v, want 0", ex.EstimatedRemaining)
+	}
 	if ex.Status != "completed" || ex.Progress.CompletionPercentage != 100 || strings.Join(ex.Progress.CompletedTeams, ",") != "team_a7b9c2d4e5f6,team_x8y9z1a2b3c4" {
 		t.Errorf("execution = %+v", ex)
 	}
@@ -509,6 +520,17 @@ func TestV1EndToEnd(t *testing.T) {
 	e.fake.SetRules(rules...)
 	e.mustV1(http.MethodPost, "/hierarchical-teams/"+created.TeamID+"/execute", map[string]any{"task": "另一个任务"}, "EXECUTION_STARTED", &started)
 	waitFor(t, 30*time.Second, "the searcher's call", func() bool { return len(callsByRule(e.fake.Calls(), "search")) >= 2 })
+	// The estimate is the first execution's duration, the only one
+	// completed; the remaining time, with no team complete yet, what is
+	// left of it (or null once this one has run longer).
+	first := e.getRun(firstID)
+	if took := first.CompletedAt.Sub(*first.StartedAt).Seconds(); started.EstimatedDuration == nil || math.Abs(float64(*started.EstimatedDuration)-took) > 1 {
+		t.Errorf("estimated_duration = %v, the first execution took %.1fs", started.EstimatedDuration, took)
+	}
+	e.mustV1(http.MethodGet, "/executions/"+started.ExecutionID, nil, "EXECUTION_INFO_RETRIEVED", &ex)
+	if r := ex.EstimatedRemaining; ex.Status != models.RunRunning || (r != nil && (*r < 0 || started.EstimatedDuration == nil || *r > *started.EstimatedDuration)) {
+		t.Errorf("running execution: status %s, estimated_remaining_time %v", ex.Status, r)
+	}
 	var cancelled struct {
 		ExecutionID string `json:"execution_id"`
 		Status      string `json:"status"`
