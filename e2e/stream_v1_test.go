@@ -238,8 +238,9 @@ func checkV1Resume(t *testing.T, e *testEnv, id string, msgs []v1StreamMsg, k in
 // client: in order from 1 with no gap, equal to the stored log, one poller
 // for every subscriber of the run, closed with 1000 after the terminal
 // event; a resume after N sends N+1 onwards; another tenant's handshake is
-// refused with 404 before the upgrade, a missing key with 401, and the
-// run's stream token opens it without a key.
+// refused with 404 before the upgrade, a missing key with 401, a page of a
+// foreign origin with 403, and the run's stream token opens it without a
+// key.
 func TestWebSocket(t *testing.T) {
 	e := newEnv(t, referenceRules(map[string][]llmfake.Response{
 		// Slow enough that the subscribers below join while it runs.
@@ -266,6 +267,12 @@ func TestWebSocket(t *testing.T) {
 		if _, status, err := e.dialWS(ctx, p, ""); err == nil || status != http.StatusUnauthorized {
 			t.Errorf("no key on %s: status %d, error %v; want 401", p, status, err)
 		}
+	}
+
+	// A page of an origin not in CORS_ALLOWED_ORIGINS may not open it.
+	opts := &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + keyA}, "Origin": {"https://elsewhere.example"}}}
+	if _, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.rootURL(), "http")+path, opts); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("foreign origin: %v %v; want 403", resp, err)
 	}
 
 	// Two live subscribers (the second by stream token) share one poller.
