@@ -244,7 +244,7 @@ func checkV1Resume(t *testing.T, e *testEnv, id string, msgs []v1StreamMsg, k in
 func TestWebSocket(t *testing.T) {
 	e := newEnv(t, referenceRules(map[string][]llmfake.Response{
 		// Slow enough that the subscribers below join while it runs.
-		"W-SEARCHER": {{Content: strings.Repeat("token ", 60), TokenDelay: 20 * time.Millisecond}},
+		"W-SEARCHER": {{Content: strings.Repeat("token ", 60), TokenDelay: 30 * time.Millisecond}},
 	}), withAuth)
 	scopes := []auth.Scope{auth.ScopeHierarchiesRead, auth.ScopeHierarchiesWrite, auth.ScopeRunsRead, auth.ScopeRunsWrite}
 	keyA, keyB := e.issueKey("tenant-a", scopes...), e.issueKey("tenant-b", scopes...)
@@ -314,6 +314,39 @@ func TestWebSocket(t *testing.T) {
 			t.Errorf("two subscribers of one run: %d pollers", st.Pollers)
 		}
 	}
+	// Spec 001's events, live: cut after the third agent_progress (one
+	// message per log event), resumed after its sequence.
+	v1Path := "/api/v1/executions/" + run.ID + "/ws"
+	v1c, status, err := e.dialWS(ctx, v1Path, keyA)
+	if err != nil {
+		t.Fatalf("dial: %d %v", status, err)
+	}
+	var v1Live []map[string]any
+	for progress := 0; progress < 3; {
+		_, raw, err := v1c.Read(ctx)
+		if err != nil {
+			t.Fatalf("spec 001 socket: %v after %d messages", err, len(v1Live))
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["event_type"] == "agent_progress" {
+			progress++
+		}
+		v1Live = append(v1Live, m)
+	}
+	v1c.CloseNow()
+	v1c, status, err = e.dialWS(ctx, fmt.Sprintf("%s?after=%v", v1Path, v1Live[len(v1Live)-1]["sequence"]), keyA)
+	if err != nil {
+		t.Fatalf("dial: %d %v", status, err)
+	}
+	rest, code := readWS(t, ctx, v1c)
+	if code != websocket.StatusNormalClosure {
+		t.Errorf("spec 001 socket closed with %v", code)
+	}
+	v1Live = append(v1Live, rest...)
+
 	waitFor(t, time.Minute, "the run to end", func() bool {
 		var v runView
 		e.mustCall("POST", "/api/executor/v1/runs/get", keyA, map[string]any{"id": run.ID}, &v)
@@ -341,6 +374,23 @@ func TestWebSocket(t *testing.T) {
 	}
 	if n := len(want); n < 10 || want[n-1]["event"].(map[string]any)["action"] != "completed" {
 		t.Fatalf("stored log of %d events", n)
+	}
+
+	// The spec 001 messages read live in two parts are the whole stream.
+	req, _ := http.NewRequest(http.MethodGet, e.rootURL()+"/api/v1/executions/"+run.ID+"/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+keyA)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("v1 stream: %v %v", err, resp)
+	}
+	whole := e.readV1Stream(resp)
+	checkV1Shape(t, run.ID, whole)
+	var wholeData []map[string]any
+	for _, m := range whole {
+		wholeData = append(wholeData, m.Data)
+	}
+	if !reflect.DeepEqual(v1Live, wholeData) {
+		t.Errorf("spec 001 over WebSocket, live and resumed: %d messages; over SSE: %d", len(v1Live), len(wholeData))
 	}
 
 	// Resume after N: N+1 onwards.
