@@ -167,7 +167,7 @@ func (s *Server) serveStream(c *gin.Context, id string, after *int64, format, tr
 	default:
 		sub.conn = h.open(c)
 	}
-	defer h.closeConn(sub.conn)
+	defer func() { h.closeConn(sub.conn, sub.complete) }()
 	select {
 	case <-h.closing:
 		sub.conn.writeShutdown()
@@ -201,6 +201,7 @@ func (s *Server) streamStored(ctx context.Context, conn *subscriber, runID strin
 		}
 		var terminal bool
 		if cursor, terminal, err = conn.send(frames, cursor); err != nil || terminal || len(evs) < storePageSize {
+			conn.complete = conn.complete || err == nil
 			return
 		}
 		select {
@@ -259,6 +260,7 @@ func (s *Server) streamLive(ctx context.Context, conn *subscriber, run *store.Ru
 			continue
 		}
 		if done {
+			conn.complete = true
 			return
 		}
 		select {
@@ -339,8 +341,9 @@ type streamConn interface {
 	writeShutdown()
 	// shutdown makes a blocked write return soon (CloseStreams).
 	shutdown()
-	// finish releases the transport once the handler is done with it.
-	finish()
+	// finish releases the transport once the handler is done with it;
+	// complete says the client has every event of the run.
+	finish(complete bool)
 }
 
 // outMsg is one message to a client: its event name, its data (JSON) and
@@ -402,6 +405,9 @@ func (f *formatV1) messages(fr frame) ([]outMsg, error) {
 type subscriber struct {
 	conn   streamConn
 	format streamFormat
+	// complete says the client has every event of the run: it ends the
+	// stream normally.
+	complete bool
 }
 
 // send writes the frames after cursor, stopping after a terminal event,
@@ -422,6 +428,7 @@ func (s *subscriber) send(frames []frame, cursor int64) (int64, bool, error) {
 		}
 		cursor = fr.seq
 		if fr.terminal {
+			s.complete = true
 			return cursor, true, s.conn.flush()
 		}
 	}
@@ -461,15 +468,15 @@ func (h *hub) open(c *gin.Context) *sseConn {
 	return conn
 }
 
-func (h *hub) closeConn(conn streamConn) {
+func (h *hub) closeConn(conn streamConn, complete bool) {
 	h.mu.Lock()
 	delete(h.conns, conn)
 	h.mu.Unlock()
-	conn.finish()
+	conn.finish(complete)
 	h.subscribers.Add(-1)
 }
 
-func (c *sseConn) finish() {
+func (c *sseConn) finish(bool) {
 	conn := c
 	conn.mu.Lock()
 	conn.finished = true

@@ -15,7 +15,8 @@ import (
 // Last-Event-ID header). The socket is push-only: a data message from the
 // client closes it. After the run's terminal event the server closes it
 // with status 1000 (normal closure); when the server shuts down, with 1001
-// (going away), and the client reconnects with ?after=.
+// (going away); when the stream fails, with 1011; after either the client
+// reconnects with ?after=.
 
 // runWSGET is GET runs/:id/ws (contract 002's events).
 func (s *Server) runWSGET(c *gin.Context) {
@@ -125,15 +126,20 @@ func (w *wsConn) shutdown() {
 	w.timer = time.AfterFunc(shutdownWriteGrace, w.cancel)
 }
 
-// finish closes the socket normally (the stream has ended: after the
-// run's terminal event, or because the client went away).
-func (w *wsConn) finish() {
+// finish closes the socket: normally (1000) when the client has every
+// event of the run, else (the stream failed) with 1011, and the client
+// resumes with ?after=.
+func (w *wsConn) finish(complete bool) {
 	w.mu.Lock()
 	w.finished = true
 	if w.timer != nil {
 		w.timer.Stop()
 	}
 	w.mu.Unlock()
-	w.close(websocket.StatusNormalClosure, "stream ended")
+	if complete {
+		w.close(websocket.StatusNormalClosure, "run ended")
+	} else {
+		w.close(websocket.StatusInternalError, "stream interrupted; reconnect with ?after=<last sequence>")
+	}
 	w.cancel()
 }

@@ -75,3 +75,33 @@ func TestWebSocketKeepAliveAndShutdown(t *testing.T) {
 	}
 	waitFor(t, "no streams or pollers", func() bool { return e.stats().Subscribers == 0 && e.stats().Pollers == 0 })
 }
+
+// TestWebSocketStreamFailure: a subscriber whose events are neither stored
+// nor held by the workflow gets its socket closed with 1011, not 1000, so
+// it does not take the stream for complete.
+func TestWebSocketStreamFailure(t *testing.T) {
+	e := newStreamEnv(t, storetest.SQLite(t), api.StreamOptions{})
+	id := e.newRun(models.RunRunning)
+	e.fake.emit(id, 0, append([]string{"lifecycle.started"}, kinds(29)...)...)
+	e.fake.forget(id, 20) // 1..20 lost: not stored either
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	url := "ws" + strings.TrimPrefix(e.base, "http") + "/api/executor/v1/runs/" + id + "/ws"
+	// The first subscriber, after 21, starts the run's poller there.
+	first, _, err := websocket.Dial(ctx, url+"?after=21", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.CloseNow()
+	if _, raw, err := first.Read(ctx); err != nil || !strings.Contains(string(raw), `"sequence":22`) {
+		t.Fatalf("first subscriber: %s %v", raw, err)
+	}
+	c, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = c.Read(ctx)
+	if code := websocket.CloseStatus(err); code != websocket.StatusInternalError {
+		t.Errorf("closed with %v (%v), want 1011", code, err)
+	}
+}
