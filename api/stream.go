@@ -148,7 +148,7 @@ func (s *Server) serveStream(c *gin.Context, id string, after *int64, format, tr
 		s.writeError(c, models.Errorf(models.CodeUnavailable, "live runs are not streamed by this process"))
 		return
 	}
-	sub := &subscriber{format: format002{}}
+	sub := &subscriber{format: &format002{}}
 	cursor := resume
 	if format == streamSpec001 {
 		// Spec 001's events depend on what came before: the log is read
@@ -362,11 +362,13 @@ type streamFormat interface {
 	messages(fr frame) ([]outMsg, error)
 }
 
-// format002 sends the events as they are (contract 002).
-type format002 struct{}
+// format002 sends the events as they are (contract 002). Its messages are
+// valid until the next call: the transport has written them by then.
+type format002 struct{ buf [1]outMsg }
 
-func (format002) messages(fr frame) ([]outMsg, error) {
-	return []outMsg{{id: fr.seq, name: fr.name, data: fr.data, sse: fr.msg}}, nil
+func (f *format002) messages(fr frame) ([]outMsg, error) {
+	f.buf[0] = outMsg{id: fr.seq, name: fr.name, data: fr.data, sse: fr.msg}
+	return f.buf[:], nil
 }
 
 // formatV1 sends spec 001's events, translating the log from its start and

@@ -232,10 +232,12 @@ func (t *v1Translator) agentData(e models.Event, team, agentID, name, action str
 }
 
 func (t *v1Translator) workerLLM(e models.Event, team string) []v1Event {
+	var out []v1Event
 	w := t.open[team]
 	if w == nil || w.agentID != e.Source.AgentID {
-		// A worker whose dispatch this stream has not seen (a log that
-		// does not start at 1): follow it from here.
+		// A worker whose dispatch was not seen: the team's previous worker
+		// is done, and this one is followed from here.
+		out = t.close(e, team, models.TeamCompleted, nil)
 		w = &v1Worker{agentID: e.Source.AgentID, name: e.Source.AgentName, team: team}
 		t.open[team] = w
 	}
@@ -251,7 +253,7 @@ func (t *v1Translator) workerLLM(e models.Event, team string) []v1Event {
 		d["content"] = c
 	case models.ActionRetry:
 		w.answer.Reset()
-		return nil
+		return out
 	case models.ActionToolCall:
 		d["content"] = "calling tool " + str(e.Data, "tool_name")
 		d["tool_name"] = str(e.Data, "tool_name")
@@ -265,9 +267,9 @@ func (t *v1Translator) workerLLM(e models.Event, team string) []v1Event {
 			d["content"] = "tool " + str(e.Data, "tool_name") + " returned"
 		}
 	default:
-		return nil
+		return out
 	}
-	return []v1Event{{V1AgentProgress, d}}
+	return append(out, v1Event{V1AgentProgress, d})
 }
 
 // close ends team's open worker, if any, with status.

@@ -165,3 +165,19 @@ func TestV1TranslatorRoutedCancel(t *testing.T) {
 		t.Errorf("execution_completed %v", d)
 	}
 }
+
+// TestV1TranslatorUndispatchedWorker: a worker speaking without a
+// dispatch the translator saw ends its team's previous worker first.
+func TestV1TranslatorUndispatchedWorker(t *testing.T) {
+	other := models.Source{AgentID: "w-a2", AgentType: models.AgentTypeWorker, AgentName: "wa2", TeamName: &teamA}
+	log := v1Log(
+		v1LogEntry{tTSA, "dispatch.worker", map[string]any{"worker_name": "wa", "worker_agent_id": "w-a"}},
+		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "one"}},
+		v1LogEntry{other, "llm.stream", map[string]any{"content": "two"}},
+	)
+	types, evs := translateAll(newV1Translator("r1", "h1", nil), log)
+	want := []string{V1SupervisorRouting, V1AgentStarted, V1AgentProgress, V1AgentCompleted, V1AgentProgress}
+	if !slices.Equal(types, want) || evs[3].Data["agent_id"] != "w-a" || evs[3].Data["result"] != "one" || evs[4].Data["agent_id"] != "w-a2" {
+		t.Errorf("types %q, events %v", types, evs)
+	}
+}
