@@ -261,7 +261,8 @@ func (t *v1Translator) workerLLM(e models.Event, team string) []v1Event {
 		// The answer is what the worker writes after its last tool result.
 		w.answer.Reset()
 		d["tool_name"] = str(e.Data, "tool_name")
-		if isErr, _ := e.Data["is_error"].(bool); isErr {
+		// is_error, or spec 004's status, whichever the event carries.
+		if isErr, _ := e.Data["is_error"].(bool); isErr || str(e.Data, "status") == "error" {
 			d["content"] = "tool " + str(e.Data, "tool_name") + " failed: " + str(e.Data, "error")
 		} else {
 			d["content"] = "tool " + str(e.Data, "tool_name") + " returned"
