@@ -104,6 +104,7 @@ func routeRules() map[string]rule {
 		"POST " + e + "/runs/stream":       rr,
 		"POST " + e + "/runs/stream-token": rr,
 		"GET " + e + "/runs/:id/stream":    stream,
+		"GET " + e + "/runs/:id/ws":        stream,
 		"POST " + e + "/runs/results":      rr,
 		// Formatting calls a model, which costs money: it is a write.
 		"POST " + e + "/runs/results/format": rw,
@@ -120,6 +121,7 @@ func routeRules() map[string]rule {
 
 		"GET " + V1Prefix + "/executions/:id":                 rr,
 		"GET " + V1Prefix + "/executions/:id/stream":          stream,
+		"GET " + V1Prefix + "/executions/:id/ws":              stream,
 		"POST " + V1Prefix + "/executions/:id/stream-token":   rr,
 		"GET " + V1Prefix + "/executions/:id/results":         rr,
 		"POST " + V1Prefix + "/executions/:id/results/format": rw,

@@ -145,7 +145,7 @@ type hub struct {
 
 	mu      sync.Mutex
 	feeds   map[string]*feed
-	conns   map[*sseConn]struct{}
+	conns   map[streamConn]struct{}
 	closed  bool
 	closing chan struct{} // closed by CloseStreams
 }
@@ -153,7 +153,7 @@ type hub struct {
 func newHub(opts Options, log *slog.Logger) *hub {
 	h := &hub{
 		store: opts.Store, runs: opts.Runs, querier: opts.EventQuerier, listener: opts.Listener, opts: opts.Stream.withDefaults(), log: log,
-		feeds: map[string]*feed{}, conns: map[*sseConn]struct{}{}, closing: make(chan struct{}),
+		feeds: map[string]*feed{}, conns: map[streamConn]struct{}{}, closing: make(chan struct{}),
 	}
 	if h.querier == nil && opts.Runs != nil && opts.Runs.Temporal != nil {
 		h.querier = temporalQuerier{opts.Runs.Temporal}
@@ -234,6 +234,8 @@ type frame struct {
 	seq      int64
 	terminal bool // a lifecycle.completed, lifecycle.failed or lifecycle.cancelled event
 	msg      []byte
+	name     string // the event's type, e.g. llm.stream
+	data     []byte // the event's JSON: a part of msg
 }
 
 func encodeFrame(e models.Event) (frame, error) {
@@ -250,9 +252,12 @@ func encodeFrame(e models.Event) (frame, error) {
 	// stream; names come from the workflow, so this is only a guard.
 	b.WriteString(lineBreaks.Replace(e.Event.String()))
 	b.WriteString("\ndata: ")
+	start := b.Len()
 	b.Write(data) // json.Marshal output holds no raw line breaks
+	end := b.Len()
 	b.WriteString("\n\n")
-	return frame{seq: e.Sequence, terminal: isTerminalEvent(e.Event), msg: b.Bytes()}, nil
+	msg := b.Bytes()
+	return frame{seq: e.Sequence, terminal: isTerminalEvent(e.Event), msg: msg, name: e.Event.String(), data: msg[start:end:end]}, nil
 }
 
 var lineBreaks = strings.NewReplacer("\r", "", "\n", "")

@@ -472,8 +472,10 @@ func resultFormat(f string) (string, error) {
 		return FormatJSON, nil
 	case FormatMarkdown, "md":
 		return FormatMarkdown, nil
+	case FormatXML:
+		return FormatXML, nil
 	}
-	return "", models.FieldError("format", "must be %q or %q, got %q", FormatJSON, FormatMarkdown, f)
+	return "", models.FieldError("format", "must be %q, %q or %q, got %q", FormatJSON, FormatMarkdown, FormatXML, f)
 }
 
 // runResults is runs/results: {"id","format"}.
@@ -502,7 +504,7 @@ type markdownResults struct {
 }
 
 // loadResults loads a run and builds its results in format: *Results for JSON,
-// markdownResults for Markdown.
+// markdownResults for Markdown, xmlResults for XML.
 func (s *Server) loadResults(ctx context.Context, id, format string) (*store.Run, any, error) {
 	run, err := s.visibleRun(ctx, id)
 	if err != nil {
@@ -514,8 +516,15 @@ func (s *Server) loadResults(ctx context.Context, id, format string) (*store.Run
 		return nil, nil, err
 	}
 	r := BuildResults(ResultsInput{Run: run, Result: result, Calls: calls, Now: time.Now().UTC()})
-	if format == FormatMarkdown {
+	switch format {
+	case FormatMarkdown:
 		return run, markdownResults{Format: FormatMarkdown, Content: r.Markdown()}, nil
+	case FormatXML:
+		doc, err := r.XML()
+		if err != nil {
+			return nil, nil, err
+		}
+		return run, xmlResults{Format: FormatXML, Content: doc}, nil
 	}
 	return run, r, nil
 }

@@ -249,12 +249,12 @@ func TestResultsMarkdown(t *testing.T) {
 }
 
 func TestResultFormat(t *testing.T) {
-	for in, want := range map[string]string{"": FormatJSON, "json": FormatJSON, "JSON": FormatJSON, "markdown": FormatMarkdown, " md ": FormatMarkdown} {
+	for in, want := range map[string]string{"": FormatJSON, "json": FormatJSON, "JSON": FormatJSON, "markdown": FormatMarkdown, " md ": FormatMarkdown, "XML": FormatXML} {
 		if got, err := resultFormat(in); err != nil || got != want {
 			t.Errorf("resultFormat(%q) = %q, %v", in, got, err)
 		}
 	}
-	for _, in := range []string{"xml", "html", "yaml"} {
+	for _, in := range []string{"html", "yaml"} {
 		if _, err := resultFormat(in); models.ErrorCode(err) != models.CodeInvalidParameters {
 			t.Errorf("resultFormat(%q) = %v, want INVALID_PARAMETERS", in, err)
 		}

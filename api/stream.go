@@ -1,7 +1,10 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -56,21 +59,36 @@ func (s *Server) streamRunPOST(c *gin.Context) {
 // streamRunGET is GET runs/:id/stream?after=N, for browsers' EventSource,
 // which can only GET and resumes by sending Last-Event-ID.
 func (s *Server) streamRunGET(c *gin.Context) {
+	if id, after, ok := s.streamGETParams(c); ok {
+		s.streamRun(c, id, after)
+	}
+}
+
+// streamGETParams reads a GET stream's :id and ?after=.
+func (s *Server) streamGETParams(c *gin.Context) (string, *int64, bool) {
 	id := strings.TrimSpace(c.Param("id"))
 	if id == "" {
 		s.writeError(c, models.FieldError("id", "is required"))
-		return
+		return "", nil, false
 	}
 	var after *int64
 	if v, present := c.GetQuery("after"); present && v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			s.writeError(c, models.FieldError("after", "must be an integer, got %q", v))
-			return
+			return "", nil, false
 		}
 		after = &n
 	}
-	s.streamRun(c, id, after)
+	return id, after, true
+}
+
+// v1StreamGET is spec 001's GET /executions/:id/stream: the same log as
+// spec 001's events (stream_v1.go), with the same ids and resume.
+func (s *Server) v1StreamGET(c *gin.Context) {
+	if id, after, ok := s.streamGETParams(c); ok {
+		s.serveStream(c, id, after, streamSpec001, transportSSE)
+	}
 }
 
 // resumePoint is the sequence a stream continues after: Last-Event-ID
@@ -92,11 +110,29 @@ func resumePoint(c *gin.Context, after *int64) (int64, error) {
 	return *after, nil
 }
 
+// Stream formats and transports.
+const (
+	streamContract002 = iota // the executor's events (contract 002)
+	streamSpec001            // spec 001's events
+)
+
+const (
+	transportSSE = iota
+	transportWebSocket
+)
+
 // streamRun answers with the run's events after the resume point as
-// Server-Sent Events and returns right after the run's terminal event.
-// Errors found before the first byte are the usual JSON errors.
+// Server-Sent Events, in contract 002's format.
 func (s *Server) streamRun(c *gin.Context, id string, after *int64) {
-	cursor, err := resumePoint(c, after)
+	s.serveStream(c, id, after, streamContract002, transportSSE)
+}
+
+// serveStream answers with the run's events after the resume point, in
+// format over transport, and returns right after the run's terminal
+// event. Errors found before the first byte (or before the WebSocket
+// upgrade) are the usual JSON errors.
+func (s *Server) serveStream(c *gin.Context, id string, after *int64, format, transport int) {
+	resume, err := resumePoint(c, after)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -112,25 +148,42 @@ func (s *Server) streamRun(c *gin.Context, id string, after *int64) {
 		s.writeError(c, models.Errorf(models.CodeUnavailable, "live runs are not streamed by this process"))
 		return
 	}
+	sub := &subscriber{format: &format002{}}
+	cursor := resume
+	if format == streamSpec001 {
+		// Spec 001's events depend on what came before: the log is read
+		// from its start and sent after the resume point.
+		sub.format = &formatV1{tr: newV1Translator(run.ID, run.HierarchyID, s.teamIDsByName(ctx, run)), resume: resume}
+		cursor = 0
+	}
 	h := s.streams
-	conn := h.open(c)
-	defer h.closeConn(conn)
+	switch transport {
+	case transportWebSocket:
+		ws, wctx, err := h.openWS(c, s.access.CORSOrigins)
+		if err != nil {
+			return // Accept has answered
+		}
+		ctx, sub.conn = wctx, ws
+	default:
+		sub.conn = h.open(c)
+	}
+	defer func() { h.closeConn(sub.conn, sub.complete) }()
 	select {
 	case <-h.closing:
-		conn.writeShutdown()
+		sub.conn.writeShutdown()
 		return
 	default:
 	}
 	if !live {
 		// Every event of a finished run is stored: no worker is woken.
-		s.streamStored(ctx, conn, run.ID, cursor)
+		s.streamStored(ctx, sub, run.ID, cursor)
 		return
 	}
-	s.streamLive(ctx, conn, run, cursor)
+	s.streamLive(ctx, sub, run, cursor, resume)
 }
 
 // streamStored sends a finished run's events from the database.
-func (s *Server) streamStored(ctx context.Context, conn *sseConn, runID string, cursor int64) {
+func (s *Server) streamStored(ctx context.Context, conn *subscriber, runID string, cursor int64) {
 	for {
 		evs, err := s.store.ListEvents(ctx, runID, store.EventFilter{After: cursor, Limit: storePageSize})
 		if err != nil {
@@ -148,6 +201,7 @@ func (s *Server) streamStored(ctx context.Context, conn *sseConn, runID string, 
 		}
 		var terminal bool
 		if cursor, terminal, err = conn.send(frames, cursor); err != nil || terminal || len(evs) < storePageSize {
+			conn.complete = conn.complete || err == nil
 			return
 		}
 		select {
@@ -161,9 +215,11 @@ func (s *Server) streamStored(ctx context.Context, conn *sseConn, runID string, 
 
 // streamLive sends a live run's events from the run's shared feed,
 // reading what the feed no longer (or not yet) holds from the database.
-func (s *Server) streamLive(ctx context.Context, conn *sseConn, run *store.Run, cursor int64) {
+// cursor is the last event the subscriber has read, resume the last one
+// its client has (they differ for spec 001's events, read from the start).
+func (s *Server) streamLive(ctx context.Context, conn *subscriber, run *store.Run, cursor, resume int64) {
 	h := s.streams
-	f := h.acquire(run.ID, run.WorkflowID, cursor)
+	f := h.acquire(run.ID, run.WorkflowID, resume)
 	defer h.release(f)
 	keepAlive := time.NewTimer(h.opts.KeepAlive)
 	defer keepAlive.Stop()
@@ -204,6 +260,7 @@ func (s *Server) streamLive(ctx context.Context, conn *sseConn, run *store.Run, 
 			continue
 		}
 		if done {
+			conn.complete = true
 			return
 		}
 		select {
@@ -214,7 +271,7 @@ func (s *Server) streamLive(ctx context.Context, conn *sseConn, run *store.Run, 
 			conn.writeShutdown()
 			return
 		case <-keepAlive.C:
-			if conn.writeRaw(keepAliveMessage) != nil {
+			if conn.conn.keepAlive() != nil {
 				return
 			}
 			keepAlive.Reset(h.opts.KeepAlive)
@@ -255,7 +312,7 @@ func (s *Server) CloseStreams() {
 	}
 	h.closed = true
 	close(h.closing)
-	conns := make([]*sseConn, 0, len(h.conns))
+	conns := make([]streamConn, 0, len(h.conns))
 	for c := range h.conns {
 		conns = append(conns, c)
 	}
@@ -271,6 +328,116 @@ func (s *Server) CloseStreams() {
 		c.shutdown()
 	}
 }
+
+// streamConn is one open event stream's transport.
+type streamConn interface {
+	// write sends messages, which may wait in a buffer until flush.
+	write(msgs []outMsg) error
+	flush() error
+	// deadline bounds the next writes.
+	deadline()
+	keepAlive() error
+	// writeShutdown tells the client that the server is going away.
+	writeShutdown()
+	// shutdown makes a blocked write return soon (CloseStreams).
+	shutdown()
+	// finish releases the transport once the handler is done with it;
+	// complete says the client has every event of the run.
+	finish(complete bool)
+}
+
+// outMsg is one message to a client: its event name, its data (JSON) and
+// its id, the sequence of the event it comes from (0: none, for all but the
+// last message made from one event, so that an EventSource resumes after
+// the whole event). sse, when set, is the whole SSE message, encoded once.
+type outMsg struct {
+	id   int64
+	name string
+	data []byte
+	sse  []byte
+}
+
+// streamFormat turns frames of the run's log into messages.
+type streamFormat interface {
+	messages(fr frame) ([]outMsg, error)
+}
+
+// format002 sends the events as they are (contract 002). Its messages are
+// valid until the next call: the transport has written them by then.
+type format002 struct{ buf [1]outMsg }
+
+func (f *format002) messages(fr frame) ([]outMsg, error) {
+	f.buf[0] = outMsg{id: fr.seq, name: fr.name, data: fr.data, sse: fr.msg}
+	return f.buf[:], nil
+}
+
+// formatV1 sends spec 001's events, translating the log from its start and
+// sending what follows resume.
+type formatV1 struct {
+	tr     *v1Translator
+	resume int64
+}
+
+func (f *formatV1) messages(fr frame) ([]outMsg, error) {
+	var e models.Event
+	if err := json.Unmarshal(fr.data, &e); err != nil {
+		return nil, fmt.Errorf("decode event %d: %w", fr.seq, err)
+	}
+	evs := f.tr.translate(e)
+	if fr.seq <= f.resume || len(evs) == 0 {
+		return nil, nil
+	}
+	out := make([]outMsg, 0, len(evs))
+	for i, ev := range evs {
+		ev.Data["event_type"] = ev.Type
+		data, err := json.Marshal(ev.Data)
+		if err != nil {
+			return nil, fmt.Errorf("encode event %d: %w", fr.seq, err)
+		}
+		m := outMsg{name: ev.Type, data: data}
+		if i == len(evs)-1 {
+			m.id = fr.seq
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// subscriber is one open stream: a format over a transport.
+type subscriber struct {
+	conn   streamConn
+	format streamFormat
+	// complete says the client has every event of the run: it ends the
+	// stream normally.
+	complete bool
+}
+
+// send writes the frames after cursor, stopping after a terminal event,
+// and flushes: the messages sent together are those that were ready
+// together, so none waits in a buffer. It returns the new cursor.
+func (s *subscriber) send(frames []frame, cursor int64) (int64, bool, error) {
+	s.conn.deadline()
+	for _, fr := range frames {
+		if fr.seq <= cursor {
+			continue
+		}
+		msgs, err := s.format.messages(fr)
+		if err != nil {
+			return cursor, false, err
+		}
+		if err := s.conn.write(msgs); err != nil {
+			return cursor, false, err
+		}
+		cursor = fr.seq
+		if fr.terminal {
+			s.complete = true
+			return cursor, true, s.conn.flush()
+		}
+	}
+	return cursor, false, s.conn.flush()
+}
+
+func (s *subscriber) writeShutdown() { s.conn.writeShutdown() }
 
 // sseConn is one open event stream's response.
 type sseConn struct {
@@ -303,17 +470,22 @@ func (h *hub) open(c *gin.Context) *sseConn {
 	return conn
 }
 
-func (h *hub) closeConn(conn *sseConn) {
+func (h *hub) closeConn(conn streamConn, complete bool) {
 	h.mu.Lock()
 	delete(h.conns, conn)
 	h.mu.Unlock()
+	conn.finish(complete)
+	h.subscribers.Add(-1)
+}
+
+func (c *sseConn) finish(bool) {
+	conn := c
 	conn.mu.Lock()
 	conn.finished = true
 	// The connection may serve further requests: it must not keep our
 	// deadline.
 	_ = conn.rc.SetWriteDeadline(time.Time{})
 	conn.mu.Unlock()
-	h.subscribers.Add(-1)
 }
 
 // deadline bounds the next writes: a client that stopped reading must not
@@ -338,25 +510,39 @@ func (c *sseConn) shutdown() {
 	_ = c.rc.SetWriteDeadline(time.Now().Add(shutdownWriteGrace))
 }
 
-// send writes frames, stopping after a terminal event, and flushes: the
-// messages sent together are those that were ready together, so none
-// waits in a buffer. It returns the new cursor.
-func (c *sseConn) send(frames []frame, cursor int64) (int64, bool, error) {
-	c.deadline()
-	for _, fr := range frames {
-		if fr.seq <= cursor {
-			continue
+func (c *sseConn) write(msgs []outMsg) error {
+	for _, m := range msgs {
+		msg := m.sse
+		if msg == nil {
+			msg = sseMessage(m)
 		}
-		if _, err := c.w.Write(fr.msg); err != nil {
-			return cursor, false, err
-		}
-		cursor = fr.seq
-		if fr.terminal {
-			return cursor, true, c.rc.Flush()
+		if _, err := c.w.Write(msg); err != nil {
+			return err
 		}
 	}
-	return cursor, false, c.rc.Flush()
+	return nil
 }
+
+// sseMessage encodes m as an SSE message.
+func sseMessage(m outMsg) []byte {
+	var b bytes.Buffer
+	b.Grow(len(m.data) + 64)
+	if m.id > 0 {
+		b.WriteString("id: ")
+		b.WriteString(strconv.FormatInt(m.id, 10))
+		b.WriteString("\n")
+	}
+	b.WriteString("event: ")
+	b.WriteString(lineBreaks.Replace(m.name))
+	b.WriteString("\ndata: ")
+	b.Write(m.data) // json.Marshal output holds no raw line breaks
+	b.WriteString("\n\n")
+	return b.Bytes()
+}
+
+func (c *sseConn) flush() error { return c.rc.Flush() }
+
+func (c *sseConn) keepAlive() error { return c.writeRaw(keepAliveMessage) }
 
 func (c *sseConn) writeRaw(msg string) error {
 	c.deadline()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/api/serviceerror"
@@ -46,7 +47,8 @@ func (s *Server) routeV1(g *gin.RouterGroup) {
 
 	ex := g.Group("/executions", v1Resource("execution_id"))
 	ex.GET("/:id", s.v1GetExecution)
-	ex.GET("/:id/stream", s.streamRunGET)
+	ex.GET("/:id/stream", s.v1StreamGET)
+	ex.GET("/:id/ws", s.v1WSGET)
 	ex.POST("/:id/stream-token", s.v1CreateStreamToken)
 	ex.GET("/:id/results", s.v1Results)
 	ex.POST("/:id/results/format", s.requireRuns, s.v1FormatResults)
@@ -151,6 +153,9 @@ func (s *Server) v1Execute(c *gin.Context) {
 		"task":         task,
 		"stream_url":   V1Prefix + "/executions/" + run.ID + "/stream",
 		"results_url":  V1Prefix + "/executions/" + run.ID + "/results",
+		// The mean of the team's latest completed executions; null before
+		// the first one.
+		"estimated_duration": s.estimatedDuration(ctx, run),
 	})
 }
 
@@ -197,6 +202,8 @@ func (s *Server) v1GetExecution(c *gin.Context) {
 		"updated_at":   run.UpdatedAt,
 		"completed_at": run.CompletedAt,
 		"progress":     p,
+		// See estimatedRemaining; null when nothing honest can be said.
+		"estimated_remaining_time": s.estimatedRemaining(ctx, run, p.CompletionPercentage, time.Now()),
 	}
 	if run.Error != "" {
 		data["error"] = run.Error

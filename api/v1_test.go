@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"io"
 	"net/http"
 	"os"
@@ -452,7 +453,36 @@ func TestV1Results(t *testing.T) {
 				t.Errorf("markdown lacks %q", want)
 			}
 		}
-		env := a.expectV1Error(http.MethodGet, "/api/v1/executions/"+id+"/results?format=xml", nil, http.StatusBadRequest, "INVALID_PARAMETERS")
+		// XML: the same results as a document, parsed back here.
+		var xr struct {
+			Format  string `json:"format"`
+			Content string `json:"content"`
+		}
+		a.mustDo(http.MethodGet, "/api/v1/executions/"+id+"/results?format=xml", nil, api.CodeExecutionCompleted, &xr)
+		var doc struct {
+			XMLName     xml.Name `xml:"results"`
+			ExecutionID string   `xml:"execution_id"`
+			Summary     struct {
+				Status        string `xml:"status"`
+				TeamsExecuted int    `xml:"teams_executed"`
+			} `xml:"execution_summary"`
+			Teams []struct {
+				XMLName xml.Name
+				Agents  []struct {
+					XMLName xml.Name
+					Output  string `xml:"output"`
+				} `xml:"agents>agent_analyze_001"`
+			} `xml:"team_results>team_a7b9c2d4e5f6"`
+			APICalls int `xml:"metrics>api_calls_made"`
+		}
+		if err := xml.Unmarshal([]byte(xr.Content), &doc); err != nil || xr.Format != "xml" {
+			t.Fatalf("xml results: %v %q", err, xr.Content)
+		}
+		if doc.ExecutionID != id || doc.Summary.Status != "completed" || doc.Summary.TeamsExecuted != 2 || doc.APICalls != 4 ||
+			len(doc.Teams) != 1 || len(doc.Teams[0].Agents) != 1 || doc.Teams[0].Agents[0].Output != "ANALYSIS OUTPUT" {
+			t.Errorf("xml results = %+v\n%s", doc, xr.Content)
+		}
+		env := a.expectV1Error(http.MethodGet, "/api/v1/executions/"+id+"/results?format=yaml", nil, http.StatusBadRequest, "INVALID_PARAMETERS")
 		if env.Error.Details["field"] != "format" {
 			t.Errorf("details = %v", env.Error.Details)
 		}

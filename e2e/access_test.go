@@ -180,6 +180,10 @@ func routeCases() map[string]routeCase {
 		"GET " + e + "/runs/:id/stream": obj(func(f accessFixture) (string, any) {
 			return e + "/runs/" + f.run + "/stream", nil
 		}),
+		// Without upgrade headers, the right key gets 426 Upgrade Required.
+		"GET " + e + "/runs/:id/ws": obj(func(f accessFixture) (string, any) {
+			return e + "/runs/" + f.run + "/ws", nil
+		}),
 		"POST " + e + "/runs/results": runBody("/runs/results"),
 		"POST " + e + "/runs/results/format": obj(func(f accessFixture) (string, any) {
 			return e + "/runs/results/format", map[string]any{"id": f.run, "output_template": map[string]any{"summary": "string"}}
@@ -209,6 +213,9 @@ func routeCases() map[string]routeCase {
 		}),
 		"GET " + v1 + "/executions/:id/stream": obj(func(f accessFixture) (string, any) {
 			return v1 + "/executions/" + f.run + "/stream", nil
+		}),
+		"GET " + v1 + "/executions/:id/ws": obj(func(f accessFixture) (string, any) {
+			return v1 + "/executions/" + f.run + "/ws", nil
 		}),
 		"POST " + v1 + "/executions/:id/stream-token": obj(func(f accessFixture) (string, any) {
 			return v1 + "/executions/" + f.run + "/stream-token", nil

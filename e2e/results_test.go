@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"reflect"
@@ -389,25 +390,76 @@ func TestV1EndToEnd(t *testing.T) {
 		Status      string `json:"status"`
 		StreamURL   string `json:"stream_url"`
 		Task        string `json:"task"`
+		// Whole seconds, null until the team has completed an execution.
+		EstimatedDuration *int64 `json:"estimated_duration"`
 	}
 	e.mustV1(http.MethodPost, "/hierarchical-teams/"+created.TeamID+"/execute", executeBody, "EXECUTION_STARTED", &started)
 	if started.TeamID != created.TeamID || started.Status != "started" || started.StreamURL != "/api/v1/executions/"+started.ExecutionID+"/stream" ||
 		!strings.HasPrefix(started.Task, "请协调整个分层团队执行研究分析任务") {
 		t.Errorf("started = %+v", started)
 	}
+	if started.EstimatedDuration != nil {
+		t.Errorf("estimated_duration of a team's first execution = %d, want null", *started.EstimatedDuration)
+	}
+	firstID := started.ExecutionID
 
+	// Spec 001's stream, live, event for event as the spec's example.
 	req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(e.v1URL(), "/api/v1")+started.StreamURL, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("stream: %v %v", err, resp)
 	}
-	msgs, ended := e.readStream(resp, nil)
-	if !ended {
-		t.Fatal("stream did not end")
+	msgs := e.readV1Stream(resp)
+	checkV1Shape(t, started.ExecutionID, msgs)
+	const research, writing = "team_a7b9c2d4e5f6", "team_x8y9z1a2b3c4"
+	wantOutline := []string{
+		"execution_started:started",
+		"supervisor_routing:" + research,
+		"supervisor_routing:agent_search_001", "agent_started:agent_search_001", "agent_completed:agent_search_001",
+		"supervisor_routing:agent_analyze_001", "agent_started:agent_analyze_001", "agent_completed:agent_analyze_001",
+		"team_transition:" + research + ">" + writing,
+		"supervisor_routing:agent_write_001", "agent_started:agent_write_001", "agent_completed:agent_write_001",
+		"execution_completed:completed",
 	}
-	checkLog(t, started.ExecutionID, msgs)
-	if last := msgs[len(msgs)-1]; last.Type != "lifecycle.completed" {
-		t.Fatalf("stream ended with %s: %+v", last.Type, last.Event.Data)
+	if got := v1Outline(msgs); !slices.Equal(got, wantOutline) {
+		t.Errorf("spec 001 stream:\n got %q\nwant %q", got, wantOutline)
+	}
+	progress, outputs := map[string]string{}, map[string]string{}
+	for _, m := range msgs {
+		switch m.Type {
+		case "agent_progress":
+			progress[m.Data["agent_id"].(string)] += m.Data["content"].(string)
+		case "agent_completed":
+			outputs[m.Data["agent_id"].(string)] = m.Data["result"].(string)
+		case "supervisor_routing":
+			if m.Data["selected_team"] != nil && (m.Data["team_id"] != created.TeamID || m.Data["supervisor_id"] == "") {
+				t.Errorf("top routing = %v", m.Data)
+			}
+			if m.Data["selected_agent"] != nil && m.Data["team_id"] != research && m.Data["team_id"] != writing {
+				t.Errorf("team routing = %v", m.Data)
+			}
+		}
+	}
+	wantResults := map[string]string{"agent_search_001": "SEARCH: 15 篇论文", "agent_analyze_001": "趋势分析: 数据隐私、可解释性、监管合规", "agent_write_001": "REPORT: 技术背景、应用案例、挑战分析、未来展望"}
+	if !reflect.DeepEqual(outputs, wantResults) || progress["agent_search_001"] != wantResults["agent_search_001"] {
+		t.Errorf("agent results %q, progress %q", outputs, progress)
+	}
+	last := msgs[len(msgs)-1].Data
+	if last["result_url"] != "/api/v1/executions/"+started.ExecutionID+"/results" || last["status"] != "completed" {
+		t.Errorf("execution_completed = %v", last)
+	}
+	// The same log as contract 002's stream, with the same sequences.
+	log := e.streamAll(started.ExecutionID)
+	checkLog(t, started.ExecutionID, log)
+	if msgs[0].seq() != 1 || msgs[len(msgs)-1].seq() != log[len(log)-1].Event.Sequence {
+		t.Errorf("spec 001 stream spans %d..%d, the log 1..%d", msgs[0].seq(), msgs[len(msgs)-1].seq(), len(log))
+	}
+	// Resume from the middle (after the searcher's completion).
+	for k, m := range msgs {
+		if m.Type == "agent_completed" {
+			checkV1Resume(t, e, started.ExecutionID, msgs, k)
+			break
+		}
 	}
 
 	var ex struct {
@@ -416,9 +468,13 @@ func TestV1EndToEnd(t *testing.T) {
 			CompletedTeams       []string `json:"completed_teams"`
 			CompletionPercentage int      `json:"completion_percentage"`
 		} `json:"progress"`
+		EstimatedRemaining *int64 `json:"estimated_remaining_time"`
 	}
 	e.waitRun(started.ExecutionID, 30*time.Second) // the status is written just after the last event
 	e.mustV1(http.MethodGet, "/executions/"+started.ExecutionID, nil, "EXECUTION_INFO_RETRIEVED", &ex)
+	if ex.EstimatedRemaining == nil || *ex.EstimatedRemaining != 0 {
+		t.Errorf("estimated_remaining_time of a completed execution = %v, want 0", ex.EstimatedRemaining)
+	}
 	if ex.Status != "completed" || ex.Progress.CompletionPercentage != 100 || strings.Join(ex.Progress.CompletedTeams, ",") != "team_a7b9c2d4e5f6,team_x8y9z1a2b3c4" {
 		t.Errorf("execution = %+v", ex)
 	}
@@ -464,6 +520,17 @@ func TestV1EndToEnd(t *testing.T) {
 	e.fake.SetRules(rules...)
 	e.mustV1(http.MethodPost, "/hierarchical-teams/"+created.TeamID+"/execute", map[string]any{"task": "另一个任务"}, "EXECUTION_STARTED", &started)
 	waitFor(t, 30*time.Second, "the searcher's call", func() bool { return len(callsByRule(e.fake.Calls(), "search")) >= 2 })
+	// The estimate is the first execution's duration, the only one
+	// completed; the remaining time, with no team complete yet, what is
+	// left of it (or null once this one has run longer).
+	first := e.getRun(firstID)
+	if took := first.CompletedAt.Sub(*first.StartedAt).Seconds(); started.EstimatedDuration == nil || math.Abs(float64(*started.EstimatedDuration)-took) > 1 {
+		t.Errorf("estimated_duration = %v, the first execution took %.1fs", started.EstimatedDuration, took)
+	}
+	e.mustV1(http.MethodGet, "/executions/"+started.ExecutionID, nil, "EXECUTION_INFO_RETRIEVED", &ex)
+	if r := ex.EstimatedRemaining; ex.Status != models.RunRunning || (r != nil && (*r < 0 || started.EstimatedDuration == nil || *r > *started.EstimatedDuration)) {
+		t.Errorf("running execution: status %s, estimated_remaining_time %v", ex.Status, r)
+	}
 	var cancelled struct {
 		ExecutionID string `json:"execution_id"`
 		Status      string `json:"status"`

@@ -1,0 +1,300 @@
+package api
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/op-stack/executor/models"
+)
+
+// Spec 001's stream event types (its section "流式事件接口").
+const (
+	V1ExecutionStarted   = "execution_started"
+	V1ExecutionCompleted = "execution_completed"
+	V1SupervisorRouting  = "supervisor_routing"
+	V1AgentStarted       = "agent_started"
+	V1AgentProgress      = "agent_progress"
+	V1AgentCompleted     = "agent_completed"
+	V1TeamTransition     = "team_transition"
+)
+
+// Spec 001's source_type values.
+const (
+	V1SourceSystem     = "system"
+	V1SourceSupervisor = "supervisor"
+	V1SourceAgent      = "agent"
+)
+
+// v1Event is one event of spec 001's stream: its type (the SSE event name)
+// and its data object.
+type v1Event struct {
+	Type string
+	Data map[string]any
+}
+
+// v1Translator maps a run's ordered 002 event log to spec 001's events.
+// It must see the log from sequence 1 in order: some spec 001 events need
+// what came before (team_transition names the previous team, and
+// agent_completed carries the worker's answer, streamed in pieces). A
+// stream that resumes in the middle replays the log from the start through
+// a translator and sends only what follows the resume point, so every
+// subscriber sees the same spec 001 events for the same sequence numbers.
+//
+// The mapping:
+//
+//   - lifecycle.started → execution_started
+//   - dispatch.team → supervisor_routing with selected_team (the first
+//     one), then team_transition from the previous team to this one
+//   - dispatch.worker → supervisor_routing with selected_agent, then
+//     agent_started (content: the worker's instruction)
+//   - a worker's llm.stream → agent_progress (content: the next piece of
+//     its answer); llm.tool_call and llm.tool_result → agent_progress
+//     naming the tool; a sub-agent's llm.stream → agent_progress with its
+//     own agent_id and parent_agent_id
+//   - agent_completed (result: the worker's answer after its last tool
+//     result or retry) when the log shows the worker's turn over: its team
+//     supervisor's next step, its team's failure (system.error naming the
+//     team, status failed) or next turn, a step of the global supervisor
+//     (routed, it acts only between team turns; in parallel mode only its
+//     final answer counts), or the run's end
+//   - lifecycle.completed, .failed and .cancelled → execution_completed
+//     with status completed, failed or cancelled and result_url; any other
+//     lifecycle action (e.g. paused) → execution_<action>
+//   - everything else (system.topology, supervisors' llm.* events, which
+//     supervisor_routing sums up, llm.reasoning, llm.retry, system.warning)
+//     has no spec 001 counterpart and is skipped.
+type v1Translator struct {
+	runID       string
+	hierarchyID string
+	resultURL   string
+	teamIDs     map[string]string // team name → team id
+	lastTeam    string            // the team of the latest dispatch.team
+	parallel    bool              // system.topology says execution_mode parallel
+	open        map[string]*v1Worker
+}
+
+// v1Worker is a worker whose turn has started and not yet ended.
+type v1Worker struct {
+	agentID, name, team string
+	answer              strings.Builder
+}
+
+func newV1Translator(runID, hierarchyID string, teamIDs map[string]string) *v1Translator {
+	return &v1Translator{
+		runID: runID, hierarchyID: hierarchyID, teamIDs: teamIDs,
+		resultURL: V1Prefix + "/executions/" + runID + "/results",
+		open:      map[string]*v1Worker{},
+	}
+}
+
+func (t *v1Translator) teamID(name string) string { return lookupID(t.teamIDs, name) }
+
+func (t *v1Translator) base(e models.Event, sourceType string) map[string]any {
+	return map[string]any{"timestamp": e.Timestamp, "source_type": sourceType, "execution_id": t.runID, "sequence": e.Sequence}
+}
+
+func str(m map[string]any, key string) string {
+	s, _ := m[key].(string)
+	return s
+}
+
+// translate returns the spec 001 events that e adds, in order; none when e
+// has no counterpart.
+func (t *v1Translator) translate(e models.Event) []v1Event {
+	var out []v1Event
+	src := e.Source
+	team := ""
+	if src.TeamName != nil {
+		team = *src.TeamName
+	}
+	switch {
+	case e.Event.Category == models.CategoryLifecycle:
+		return t.lifecycle(e)
+	case e.Event.Category == models.CategorySystem && e.Event.Action == models.ActionTopology:
+		t.parallel = str(e.Data, "execution_mode") == models.ExecutionModeParallel
+		return nil
+	case src.AgentType == models.AgentTypeGlobalSupervisor:
+		// Routed, the global supervisor acts between team turns only; in
+		// parallel mode it dispatches teams while others run, and speaks
+		// (the final answer) only after every team.
+		if !t.parallel || e.Event.Category == models.CategoryLLM {
+			out = t.closeAll(e, models.TeamCompleted, out)
+		}
+	case src.AgentType == models.AgentTypeTeamSupervisor:
+		out = t.close(e, team, models.TeamCompleted, out)
+	case e.Event.Category == models.CategorySystem && e.Event.Action == models.ActionError:
+		if name := str(e.Data, "team_name"); name != "" {
+			out = t.close(e, name, models.TeamFailed, out)
+		}
+		return out
+	}
+	switch {
+	case e.Event.Category == models.CategoryDispatch && e.Event.Action == models.ActionTeam:
+		return append(out, t.dispatchTeam(e)...)
+	case e.Event.Category == models.CategoryDispatch && e.Event.Action == models.ActionWorker:
+		return append(out, t.dispatchWorker(e, team)...)
+	case e.Event.Category != models.CategoryLLM:
+		return out
+	case src.AgentType == models.AgentTypeWorker:
+		return append(out, t.workerLLM(e, team)...)
+	case src.AgentType == models.AgentTypeSubAgent && e.Event.Action == models.ActionStream:
+		d := t.agentData(e, team, src.AgentID, src.AgentName, "progress")
+		d["content"] = str(e.Data, "content")
+		d["progress"] = nil
+		if n := len(src.Path); n >= 2 {
+			d["parent_agent_id"] = src.Path[n-2]
+		}
+		return append(out, v1Event{V1AgentProgress, d})
+	}
+	return out
+}
+
+func (t *v1Translator) lifecycle(e models.Event) []v1Event {
+	d := t.base(e, V1SourceSystem)
+	switch e.Event.Action {
+	case models.ActionStarted:
+		d["status"] = "started"
+		d["team_id"] = t.hierarchyID
+		d["task"] = str(e.Data, "task")
+		return []v1Event{{V1ExecutionStarted, d}}
+	case models.ActionCompleted, models.ActionFailed, models.ActionCancelled:
+		status := map[string]string{models.ActionCompleted: models.TeamCompleted, models.ActionFailed: models.TeamFailed, models.ActionCancelled: "cancelled"}[e.Event.Action]
+		out := t.closeAll(e, status, nil)
+		d["status"] = status
+		d["result_url"] = t.resultURL
+		if msg := firstNonEmpty(str(e.Data, "error"), str(e.Data, "reason")); e.Event.Action != models.ActionCompleted && msg != "" {
+			d["error"] = msg
+			if code := str(e.Data, "error_code"); code != "" {
+				d["error_code"] = code
+			}
+		}
+		return append(out, v1Event{V1ExecutionCompleted, d})
+	}
+	d["status"] = e.Event.Action
+	return []v1Event{{"execution_" + e.Event.Action, d}}
+}
+
+func (t *v1Translator) supervisorData(e models.Event) map[string]any {
+	d := t.base(e, V1SourceSupervisor)
+	d["supervisor_id"] = e.Source.AgentID
+	d["supervisor_name"] = e.Source.AgentName
+	return d
+}
+
+func (t *v1Translator) dispatchTeam(e models.Event) []v1Event {
+	name := str(e.Data, "team_name")
+	// A team's new turn ends its previous one.
+	out := t.close(e, name, models.TeamCompleted, nil)
+	d := t.supervisorData(e)
+	d["content"] = firstNonEmpty(str(e.Data, "reason"), str(e.Data, "instruction"))
+	d["instruction"] = str(e.Data, "instruction")
+	prev := t.lastTeam
+	t.lastTeam = name
+	if prev == "" {
+		d["team_id"] = t.hierarchyID
+		d["action"] = "routing"
+		d["selected_team"] = t.teamID(name)
+		d["selected_team_name"] = name
+		return append(out, v1Event{V1SupervisorRouting, d})
+	}
+	d["action"] = "team_transition"
+	d["from_team"] = t.teamID(prev)
+	d["to_team"] = t.teamID(name)
+	d["from_team_name"] = prev
+	d["to_team_name"] = name
+	return append(out, v1Event{V1TeamTransition, d})
+}
+
+func (t *v1Translator) dispatchWorker(e models.Event, team string) []v1Event {
+	d := t.supervisorData(e)
+	d["team_id"] = t.teamID(team)
+	d["action"] = "routing"
+	d["content"] = firstNonEmpty(str(e.Data, "reason"), str(e.Data, "instruction"))
+	d["selected_agent"] = str(e.Data, "worker_agent_id")
+	d["selected_agent_name"] = str(e.Data, "worker_name")
+	d["instruction"] = str(e.Data, "instruction")
+	w := &v1Worker{agentID: str(e.Data, "worker_agent_id"), name: str(e.Data, "worker_name"), team: team}
+	t.open[team] = w
+	s := t.agentData(e, team, w.agentID, w.name, "started")
+	s["source_type"] = V1SourceAgent
+	s["content"] = str(e.Data, "instruction")
+	s["status"] = "running"
+	return []v1Event{{V1SupervisorRouting, d}, {V1AgentStarted, s}}
+}
+
+func (t *v1Translator) agentData(e models.Event, team, agentID, name, action string) map[string]any {
+	d := t.base(e, V1SourceAgent)
+	d["team_id"] = t.teamID(team)
+	d["agent_id"] = agentID
+	d["agent_name"] = name
+	d["action"] = action
+	return d
+}
+
+func (t *v1Translator) workerLLM(e models.Event, team string) []v1Event {
+	var out []v1Event
+	w := t.open[team]
+	if w == nil || w.agentID != e.Source.AgentID {
+		// A worker whose dispatch was not seen: the team's previous worker
+		// is done, and this one is followed from here.
+		out = t.close(e, team, models.TeamCompleted, nil)
+		w = &v1Worker{agentID: e.Source.AgentID, name: e.Source.AgentName, team: team}
+		t.open[team] = w
+	}
+	d := t.agentData(e, team, w.agentID, w.name, "progress")
+	d["progress"] = nil
+	if a, ok := e.Data["attempt"]; ok {
+		d["attempt"] = a
+	}
+	switch e.Event.Action {
+	case models.ActionStream:
+		c := str(e.Data, "content")
+		w.answer.WriteString(c)
+		d["content"] = c
+	case models.ActionRetry:
+		w.answer.Reset()
+		return out
+	case models.ActionToolCall:
+		d["content"] = "calling tool " + str(e.Data, "tool_name")
+		d["tool_name"] = str(e.Data, "tool_name")
+	case models.ActionToolResult:
+		// The answer is what the worker writes after its last tool result.
+		w.answer.Reset()
+		d["tool_name"] = str(e.Data, "tool_name")
+		// is_error, or spec 004's status, whichever the event carries.
+		if isErr, _ := e.Data["is_error"].(bool); isErr || str(e.Data, "status") == "error" {
+			d["content"] = "tool " + str(e.Data, "tool_name") + " failed: " + str(e.Data, "error")
+		} else {
+			d["content"] = "tool " + str(e.Data, "tool_name") + " returned"
+		}
+	default:
+		return out
+	}
+	return append(out, v1Event{V1AgentProgress, d})
+}
+
+// close ends team's open worker, if any, with status.
+func (t *v1Translator) close(e models.Event, team, status string, out []v1Event) []v1Event {
+	w := t.open[team]
+	if w == nil {
+		return out
+	}
+	delete(t.open, team)
+	d := t.agentData(e, team, w.agentID, w.name, "completed")
+	d["result"] = w.answer.String()
+	d["status"] = status
+	return append(out, v1Event{V1AgentCompleted, d})
+}
+
+// closeAll ends every open worker, in team name order.
+func (t *v1Translator) closeAll(e models.Event, status string, out []v1Event) []v1Event {
+	teams := make([]string, 0, len(t.open))
+	for name := range t.open {
+		teams = append(teams, name)
+	}
+	slices.Sort(teams)
+	for _, name := range teams {
+		out = t.close(e, name, status, out)
+	}
+	return out
+}

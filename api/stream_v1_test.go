@@ -1,0 +1,183 @@
+package api
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/op-stack/executor/models"
+)
+
+// v1Log builds a 002 log: each entry's source, type and data.
+type v1LogEntry struct {
+	src  models.Source
+	kind string
+	data map[string]any
+}
+
+func v1Log(entries ...v1LogEntry) []models.Event {
+	var log models.EventLog
+	var out []models.Event
+	for _, e := range entries {
+		cat, act, _ := strings.Cut(e.kind, ".")
+		out = append(out, log.Append(models.Event{RunID: "r1", Timestamp: "2026-01-01T00:00:00.000Z", Source: e.src, Event: models.EventKind{Category: cat, Action: act}, Data: e.data}))
+	}
+	return out
+}
+
+func translateAll(tr *v1Translator, log []models.Event) (types []string, evs []v1Event) {
+	for _, e := range log {
+		for _, ev := range tr.translate(e) {
+			types = append(types, ev.Type)
+			evs = append(evs, ev)
+		}
+	}
+	return types, evs
+}
+
+var (
+	tGS     = models.Source{AgentID: "gs", AgentType: models.AgentTypeGlobalSupervisor, AgentName: "boss", Path: []string{"gs"}}
+	teamA   = "a"
+	teamB   = "b"
+	tTSA    = models.Source{AgentID: "ts-a", AgentType: models.AgentTypeTeamSupervisor, AgentName: "lead a", TeamName: &teamA}
+	tTSB    = models.Source{AgentID: "ts-b", AgentType: models.AgentTypeTeamSupervisor, AgentName: "lead b", TeamName: &teamB}
+	tWA     = models.Source{AgentID: "w-a", AgentType: models.AgentTypeWorker, AgentName: "wa", TeamName: &teamA, Path: []string{"gs", "ts-a", "w-a"}}
+	tWB     = models.Source{AgentID: "w-b", AgentType: models.AgentTypeWorker, AgentName: "wb", TeamName: &teamB}
+	tSub    = models.Source{AgentID: "sub", AgentType: models.AgentTypeSubAgent, AgentName: "helper", TeamName: &teamA, Depth: 3, Path: []string{"gs", "ts-a", "w-a", "sub"}}
+	tSystem = models.Source{AgentID: "system", AgentType: models.AgentTypeSystem, AgentName: "system"}
+)
+
+// TestV1TranslatorParallelFailure follows a parallel run whose team b
+// fails while team a works with tools, a retry and a sub-agent, and which
+// then fails: the worker answers, the failure and the terminal event are
+// spec 001's.
+func TestV1TranslatorParallelFailure(t *testing.T) {
+	log := v1Log(
+		v1LogEntry{tGS, "lifecycle.started", map[string]any{"task": "t"}},
+		v1LogEntry{tSystem, "system.topology", map[string]any{"execution_mode": "parallel"}},
+		v1LogEntry{tGS, "dispatch.team", map[string]any{"team_name": "a", "reason": "ready"}},
+		v1LogEntry{tGS, "dispatch.team", map[string]any{"team_name": "b", "reason": "ready"}},
+		v1LogEntry{tTSA, "dispatch.worker", map[string]any{"worker_name": "wa", "worker_agent_id": "w-a", "instruction": "do a", "reason": "fits"}},
+		v1LogEntry{tTSB, "dispatch.worker", map[string]any{"worker_name": "wb", "worker_agent_id": "w-b", "instruction": "do b"}},
+		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "thinking ", "attempt": 1}},
+		v1LogEntry{tWA, "llm.retry", map[string]any{"attempt": 2}},
+		v1LogEntry{tWA, "llm.tool_call", map[string]any{"tool_name": "calc"}},
+		v1LogEntry{tSub, "llm.stream", map[string]any{"content": "sub says"}},
+		v1LogEntry{tWA, "llm.tool_result", map[string]any{"tool_name": "calc", "is_error": false, "result": "4"}},
+		v1LogEntry{tWA, "llm.reasoning", map[string]any{"content": "hmm"}},
+		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "the answer", "attempt": 2}},
+		v1LogEntry{tWB, "llm.stream", map[string]any{"content": "partial b", "attempt": 1}},
+		// In parallel mode, a dispatch does not end the other teams' turns.
+		v1LogEntry{tGS, "dispatch.team", map[string]any{"team_name": "c", "reason": "ready"}},
+		v1LogEntry{tSystem, "system.error", map[string]any{"message": "team b failed", "team_name": "b"}},
+		v1LogEntry{tTSA, "llm.stream", map[string]any{"content": "{finish}"}},
+		v1LogEntry{tSystem, "system.warning", map[string]any{"message": "x"}},
+		v1LogEntry{tGS, "lifecycle.failed", map[string]any{"error": "team b failed", "error_code": "EXECUTION_FAILED"}},
+	)
+	tr := newV1Translator("r1", "h1", map[string]string{"a": "team-a", "b": "team-b", "c": "team-c"})
+	types, evs := translateAll(tr, log)
+	want := []string{
+		V1ExecutionStarted, V1SupervisorRouting, V1TeamTransition,
+		V1SupervisorRouting, V1AgentStarted, V1SupervisorRouting, V1AgentStarted,
+		V1AgentProgress, V1AgentProgress, V1AgentProgress, V1AgentProgress, V1AgentProgress, V1AgentProgress,
+		V1TeamTransition, V1AgentCompleted, V1AgentCompleted, V1ExecutionCompleted,
+	}
+	if !slices.Equal(types, want) {
+		t.Fatalf("types\n got %q\nwant %q", types, want)
+	}
+	byType := func(typ string, n int) map[string]any {
+		for _, ev := range evs {
+			if ev.Type == typ {
+				if n == 0 {
+					return ev.Data
+				}
+				n--
+			}
+		}
+		t.Fatalf("no %s #%d", typ, n)
+		return nil
+	}
+	if d := byType(V1SupervisorRouting, 0); d["selected_team"] != "team-a" || d["team_id"] != "h1" || d["supervisor_id"] != "gs" || d["source_type"] != V1SourceSupervisor {
+		t.Errorf("top routing %v", d)
+	}
+	if d := byType(V1SupervisorRouting, 1); d["selected_agent"] != "w-a" || d["team_id"] != "team-a" || d["content"] != "fits" {
+		t.Errorf("team routing %v", d)
+	}
+	if d := byType(V1AgentStarted, 0); d["content"] != "do a" || d["status"] != "running" || d["source_type"] != V1SourceAgent {
+		t.Errorf("agent_started %v", d)
+	}
+	if d := byType(V1TeamTransition, 0); d["from_team"] != "team-a" || d["to_team"] != "team-b" {
+		t.Errorf("team_transition %v", d)
+	}
+	if d := byType(V1AgentProgress, 2); d["agent_id"] != "sub" || d["parent_agent_id"] != "w-a" || d["content"] != "sub says" {
+		t.Errorf("sub-agent progress %v", d)
+	}
+	// Team b's failure ends its worker; team a's supervisor's next step
+	// ends its worker, with what it wrote after its tool result.
+	if d := byType(V1AgentCompleted, 0); d["agent_id"] != "w-b" || d["status"] != models.TeamFailed || d["result"] != "partial b" {
+		t.Errorf("failed worker %v", d)
+	}
+	if d := byType(V1AgentCompleted, 1); d["agent_id"] != "w-a" || d["status"] != models.TeamCompleted || d["result"] != "the answer" {
+		t.Errorf("worker a %v", d)
+	}
+	if d := byType(V1ExecutionCompleted, 0); d["status"] != "failed" || d["error_code"] != "EXECUTION_FAILED" || d["result_url"] != "/api/v1/executions/r1/results" || d["source_type"] != V1SourceSystem {
+		t.Errorf("execution_completed %v", d)
+	}
+	for _, ev := range evs {
+		if ev.Data["execution_id"] != "r1" || ev.Data["timestamp"] == nil || ev.Data["sequence"] == nil {
+			t.Errorf("%s without execution_id, timestamp or sequence: %v", ev.Type, ev.Data)
+		}
+	}
+}
+
+// TestV1TranslatorRoutedCancel: routed, the global supervisor's next step
+// ends a team's last worker; a cancelled run ends the open ones, and a
+// lifecycle event spec 001 does not name passes as execution_<action>.
+func TestV1TranslatorRoutedCancel(t *testing.T) {
+	log := v1Log(
+		v1LogEntry{tGS, "lifecycle.started", map[string]any{}},
+		v1LogEntry{tSystem, "system.topology", map[string]any{"execution_mode": "sequential"}},
+		v1LogEntry{tGS, "dispatch.team", map[string]any{"team_name": "a"}},
+		v1LogEntry{tTSA, "dispatch.worker", map[string]any{"worker_name": "wa", "worker_agent_id": "w-a"}},
+		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "done a"}},
+		v1LogEntry{tGS, "dispatch.team", map[string]any{"team_name": "b"}},
+		v1LogEntry{tTSB, "dispatch.worker", map[string]any{"worker_name": "wb", "worker_agent_id": "w-b"}},
+		v1LogEntry{tGS, "lifecycle.paused", map[string]any{}},
+		v1LogEntry{tGS, "lifecycle.cancelled", map[string]any{"reason": "cancelled"}},
+	)
+	types, evs := translateAll(newV1Translator("r1", "h1", nil), log)
+	want := []string{V1ExecutionStarted, V1SupervisorRouting, V1SupervisorRouting, V1AgentStarted, V1AgentProgress,
+		V1AgentCompleted, V1TeamTransition, V1SupervisorRouting, V1AgentStarted, "execution_paused", V1AgentCompleted, V1ExecutionCompleted}
+	if !slices.Equal(types, want) {
+		t.Fatalf("types\n got %q\nwant %q", types, want)
+	}
+	if d := evs[5].Data; d["agent_id"] != "w-a" || d["result"] != "done a" || d["sequence"] != int64(6) {
+		t.Errorf("worker a completed at %v", d)
+	}
+	// Unknown team ids fall back to the names.
+	if d := evs[6].Data; d["from_team"] != "a" || d["to_team"] != "b" {
+		t.Errorf("team_transition %v", d)
+	}
+	if d := evs[10].Data; d["agent_id"] != "w-b" || d["status"] != "cancelled" {
+		t.Errorf("open worker at cancel %v", d)
+	}
+	if d := evs[11].Data; d["status"] != "cancelled" || d["error"] != "cancelled" {
+		t.Errorf("execution_completed %v", d)
+	}
+}
+
+// TestV1TranslatorUndispatchedWorker: a worker speaking without a
+// dispatch the translator saw ends its team's previous worker first.
+func TestV1TranslatorUndispatchedWorker(t *testing.T) {
+	other := models.Source{AgentID: "w-a2", AgentType: models.AgentTypeWorker, AgentName: "wa2", TeamName: &teamA}
+	log := v1Log(
+		v1LogEntry{tTSA, "dispatch.worker", map[string]any{"worker_name": "wa", "worker_agent_id": "w-a"}},
+		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "one"}},
+		v1LogEntry{other, "llm.stream", map[string]any{"content": "two"}},
+	)
+	types, evs := translateAll(newV1Translator("r1", "h1", nil), log)
+	want := []string{V1SupervisorRouting, V1AgentStarted, V1AgentProgress, V1AgentCompleted, V1AgentProgress}
+	if !slices.Equal(types, want) || evs[3].Data["agent_id"] != "w-a" || evs[3].Data["result"] != "one" || evs[4].Data["agent_id"] != "w-a2" {
+		t.Errorf("types %q, events %v", types, evs)
+	}
+}
