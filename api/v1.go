@@ -132,7 +132,9 @@ func (s *Server) v1Execute(c *gin.Context) {
 	}
 	run, err := s.runs.Start(ctx, h, task, opts)
 	if err != nil {
-		s.writeError(c, err)
+		// The start names the engine's fields (teams[0].workers[1]); this
+		// surface's clients know spec 001's.
+		s.writeError(c, v1FieldError(err))
 		return
 	}
 	okV1(c, CodeExecutionStarted, "execution started", gin.H{
@@ -169,6 +171,7 @@ func (s *Server) v1GetExecution(c *gin.Context) {
 		return
 	}
 	v := s.viewRun(ctx, run)
+	s.markOffline(ctx, &v)
 	ids := s.teamIDsByName(ctx, run)
 	p := v1ProgressView{
 		CurrentTeam: lookupID(ids, v.Progress.CurrentTeam), CurrentTeamName: v.Progress.CurrentTeam,
@@ -192,6 +195,9 @@ func (s *Server) v1GetExecution(c *gin.Context) {
 	}
 	if run.Error != "" {
 		data["error"] = run.Error
+	}
+	if v.Offline {
+		data["offline"] = true
 	}
 	okV1(c, CodeExecutionInfoRetrieved, "execution info retrieved", data)
 }

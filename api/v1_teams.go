@@ -257,6 +257,8 @@ func v1Field(f string) string {
 		return "team_name"
 	case "teams":
 		return "sub_teams"
+	case "global_supervisor_agent":
+		return "top_supervisor_config"
 	case "max_execution_time":
 		return "global_config.max_execution_time"
 	}

@@ -74,10 +74,13 @@ func NewLLM(cfg config.Config) (*llm.Router, error) {
 		bedrock = &llm.BedrockConfig{Endpoint: cfg.AWSBedrockEndpoint}
 	}
 	return llm.NewRouter(llm.RouterConfig{
-		Providers:         providers,
-		Models:            table,
-		DefaultModel:      cfg.LLMDefaultModel,
-		DefaultProvider:   cfg.LLMDefaultProvider,
+		Providers:       providers,
+		Models:          table,
+		DefaultModel:    cfg.LLMDefaultModel,
+		DefaultProvider: cfg.LLMDefaultProvider,
+		// Unresolved ("") counts as off: only `executor dev`, or an
+		// operator saying so, lets stand-in answers through.
+		NoOfflineFallback: !cfg.OfflineFallback(),
 		OfflineTokenDelay: cfg.OfflineTokenDelay,
 		// No client timeout: a stream lasts as long as the activity's
 		// start-to-close timeout allows, which cancels its context.

@@ -123,6 +123,11 @@ type RunInput struct {
 	Task      string     `json:"task"`
 	Hierarchy Hierarchy  `json:"hierarchy"` // a snapshot taken at start
 	Options   RunOptions `json:"options"`
+	// OfflineAgents are the agent_ids whose calls the built-in offline
+	// model answers (chosen explicitly, or the dev fallback), as resolved
+	// at start: lifecycle.started says so, so that nobody mistakes its
+	// placeholder text for a model's work.
+	OfflineAgents []string `json:"offline_agents,omitempty"`
 	// State is the run's state carried across continue-as-new; nil when
 	// the run starts.
 	State *RunState `json:"state,omitempty"`
@@ -244,6 +249,10 @@ type RunResult struct {
 	Warnings    []string     `json:"warnings,omitempty"`
 	Errors      []ErrorInfo  `json:"errors,omitempty"`
 	Usage       Usage        `json:"usage"`
+	// Offline says some answer of the run came from the built-in offline
+	// model (placeholder text). The API sets it when it reads a run (from
+	// the run's usage records and workers); workflows leave it unset.
+	Offline bool `json:"offline,omitempty"`
 }
 
 // TeamInput starts a TeamWorkflow: one team turn.

@@ -236,6 +236,14 @@ func LLMCallFromRecord(r models.LLMCallRecord) *LLMCall {
 }
 
 // LLMCalls returns a run's recorded calls in order.
+// RunUsedOffline tells whether any successful LLM call of the run was
+// answered by the built-in offline model (provider "offline").
+func (s *Store) RunUsedOffline(ctx context.Context, runID string) (bool, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Model(&LLMCall{}).Where("run_id = ? AND provider = ? AND status = ?", runID, "offline", "ok").Limit(1).Count(&n).Error
+	return n > 0, err
+}
+
 func (s *Store) LLMCalls(ctx context.Context, runID string) ([]LLMCall, error) {
 	var calls []LLMCall
 	err := s.db.WithContext(ctx).Where("run_id = ?", runID).Order("created_at, id").Find(&calls).Error
