@@ -26,8 +26,10 @@ type agentInput struct {
 	Tools        []string `json:"tools"`
 	// SubAgents and MaxIterations are used by workers only; supervisors
 	// accept them (one body shape for every agent) and drop them.
-	SubAgents     []string `json:"sub_agents"`
-	MaxIterations int      `json:"max_iterations"`
+	SubAgents []string `json:"sub_agents"`
+	// MaxIterations is a pointer so that an explicit 0, outside the
+	// documented range, is refused while an absent one means the default.
+	MaxIterations *int `json:"max_iterations"`
 	// LLM settings, flat or as spec 001's llm_config (which wins).
 	Provider   string          `json:"provider"`
 	BaseURL    string          `json:"base_url"`
@@ -80,7 +82,7 @@ type hierarchyInput struct {
 	GlobalPrompt          string      `json:"global_prompt"` // legacy flat form
 	ExecutionMode         string      `json:"execution_mode"`
 	EnableContextSharing  bool        `json:"enable_context_sharing"`
-	MaxIterations         int         `json:"max_iterations"`
+	MaxIterations         *int        `json:"max_iterations"` // absent: the default; given: 1–100
 	Teams                 []teamInput `json:"teams"`
 	// Spec 001's team dependencies (team name or id → the teams it needs
 	// first), parallel limit and time limit.
@@ -120,12 +122,17 @@ func (in *agentInput) toModel(field string, worker bool) (models.Agent, error) {
 		Temperature:   in.Temperature,
 		MaxTokens:     in.MaxTokens,
 		Tools:         in.Tools,
-		MaxIterations: in.MaxIterations,
 		Provider:      strings.TrimSpace(in.Provider),
 		BaseURL:       strings.TrimSpace(in.BaseURL),
 		Region:        strings.TrimSpace(in.Region),
 		Timeout:       in.Timeout,
 		UserPrompt:    in.UserPrompt,
+	}
+	if in.MaxIterations != nil {
+		if *in.MaxIterations < 1 || *in.MaxIterations > models.MaxAgentIterations {
+			return a, models.FieldError(field+".max_iterations", "must be between 1 and %d (omit it for the default), got %d", models.MaxAgentIterations, *in.MaxIterations)
+		}
+		a.MaxIterations = *in.MaxIterations
 	}
 	if c := in.LLMConfig; c != nil {
 		a.Provider = firstNonEmpty(strings.TrimSpace(c.Provider), a.Provider)
@@ -171,7 +178,6 @@ func (in *hierarchyInput) toModel() (*models.Hierarchy, error) {
 		Description:          in.Description,
 		ExecutionMode:        strings.TrimSpace(in.ExecutionMode),
 		EnableContextSharing: in.EnableContextSharing,
-		MaxIterations:        in.MaxIterations,
 		Dependencies:         in.Dependencies,
 		MaxParallelTeams:     in.MaxParallelTeams,
 		MaxExecutionTime:     in.MaxExecutionTime,
@@ -179,8 +185,13 @@ func (in *hierarchyInput) toModel() (*models.Hierarchy, error) {
 	if g := in.GlobalConfig; g != nil && g.MaxExecutionTime != nil {
 		h.MaxExecutionTime = *g.MaxExecutionTime
 	}
-	if in.MaxIterations < 0 {
-		return nil, models.FieldError("max_iterations", "must be between 1 and %d, got %d", models.MaxMaxIterations, in.MaxIterations)
+	if in.MaxIterations != nil {
+		// Absent means the default (Normalize); a given value must be in
+		// the documented range, 0 included, which used to pass as "default".
+		if *in.MaxIterations < 1 || *in.MaxIterations > models.MaxMaxIterations {
+			return nil, models.FieldError("max_iterations", "must be between 1 and %d (omit it for the default), got %d", models.MaxMaxIterations, *in.MaxIterations)
+		}
+		h.MaxIterations = *in.MaxIterations
 	}
 	gs, err := in.GlobalSupervisorAgent.toModel("global_supervisor_agent", false)
 	if err != nil {

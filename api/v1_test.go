@@ -318,6 +318,8 @@ func TestV1Errors(t *testing.T) {
 			}), "INVALID_DEPENDENCIES", "dependencies", "cycle"},
 			{"empty agent_id", mutate(func(b map[string]any) { agent(b, 0, 0)["agent_id"] = " " }), "INVALID_PARAMETERS", "sub_teams[0].agent_configs[0].agent_id", "non-empty"},
 			{"zero max_iterations", mutate(func(b map[string]any) { agent(b, 0, 0)["max_iterations"] = 0 }), "INVALID_PARAMETERS", "sub_teams[0].agent_configs[0].max_iterations", "at least 1"},
+			{"zero supervisor max_iterations", mutate(func(b map[string]any) { subTeam(b, 1)["supervisor_config"].(map[string]any)["max_iterations"] = 0 }), "INVALID_PARAMETERS", "sub_teams[1].supervisor_config.max_iterations", "at least 1"},
+			{"duplicate team name", mutate(func(b map[string]any) { subTeam(b, 1)["name"] = subTeam(b, 0)["name"] }), "INVALID_PARAMETERS", "sub_teams[1].name", "duplicate team name"},
 			{"wrong type", mutate(func(b map[string]any) { b["sub_teams"] = "two" }), "INVALID_PARAMETERS", "sub_teams", "array"},
 		}
 		for _, c := range cases {
