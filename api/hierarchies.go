@@ -115,18 +115,18 @@ func (in *agentInput) toModel(field string, worker bool) (models.Agent, error) {
 		return models.Agent{}, nil
 	}
 	a := models.Agent{
-		Name:          strings.TrimSpace(in.Name),
-		Role:          strings.TrimSpace(in.Role),
-		SystemPrompt:  firstNonEmpty(in.SystemPrompt, in.Prompt),
-		Model:         strings.TrimSpace(firstNonEmpty(in.Model, in.ModelID)),
-		Temperature:   in.Temperature,
-		MaxTokens:     in.MaxTokens,
-		Tools:         in.Tools,
-		Provider:      strings.TrimSpace(in.Provider),
-		BaseURL:       strings.TrimSpace(in.BaseURL),
-		Region:        strings.TrimSpace(in.Region),
-		Timeout:       in.Timeout,
-		UserPrompt:    in.UserPrompt,
+		Name:         strings.TrimSpace(in.Name),
+		Role:         strings.TrimSpace(in.Role),
+		SystemPrompt: firstNonEmpty(in.SystemPrompt, in.Prompt),
+		Model:        strings.TrimSpace(firstNonEmpty(in.Model, in.ModelID)),
+		Temperature:  in.Temperature,
+		MaxTokens:    in.MaxTokens,
+		Tools:        in.Tools,
+		Provider:     strings.TrimSpace(in.Provider),
+		BaseURL:      strings.TrimSpace(in.BaseURL),
+		Region:       strings.TrimSpace(in.Region),
+		Timeout:      in.Timeout,
+		UserPrompt:   in.UserPrompt,
 	}
 	if in.MaxIterations != nil {
 		if *in.MaxIterations < 1 || *in.MaxIterations > models.MaxAgentIterations {
