@@ -398,13 +398,13 @@ func (s *Server) cancelRun(c *gin.Context) {
 		ok(c, gin.H{"id": id, "status": run.Status})
 		return
 	case models.RunCompleted, models.RunFailed, models.RunTimedOut:
-		s.writeError(c, models.Errorf(models.CodeExecutionInProgress, "run %q has already %s and cannot be cancelled", id, run.Status))
+		s.writeError(c, models.Errorf(models.CodeExecutionFinished, "run %q has already %s and cannot be cancelled", id, run.Status))
 		return
 	}
 	if err := s.runs.Temporal.CancelWorkflow(ctx, run.WorkflowID, ""); err != nil {
 		var notFound *serviceerror.NotFound
 		if errors.As(err, &notFound) {
-			s.writeError(c, models.Errorf(models.CodeExecutionInProgress, "run %q is no longer running", id))
+			s.writeError(c, models.Errorf(models.CodeExecutionFinished, "run %q is no longer running", id))
 			return
 		}
 		s.writeError(c, &models.Error{Code: models.CodeUnavailable, Message: "could not cancel the run: Temporal is unavailable", Err: err})

@@ -305,7 +305,7 @@ func (s *Server) cancelRunByID(ctx context.Context, id string) (string, error) {
 	case models.RunCancelled:
 		return run.Status, nil
 	case models.RunCompleted, models.RunFailed, models.RunTimedOut:
-		return "", models.Errorf(models.CodeExecutionInProgress, "execution %q has already %s and cannot be cancelled", id, run.Status)
+		return "", models.Errorf(models.CodeExecutionFinished, "execution %q has already %s and cannot be cancelled", id, run.Status)
 	}
 	if s.runs.Temporal == nil {
 		return "", models.Errorf(models.CodeUnavailable, "runs are not controlled by this process")
@@ -313,7 +313,7 @@ func (s *Server) cancelRunByID(ctx context.Context, id string) (string, error) {
 	if err := s.runs.Temporal.CancelWorkflow(ctx, run.WorkflowID, ""); err != nil {
 		var notFound *serviceerror.NotFound
 		if errors.As(err, &notFound) {
-			return "", models.Errorf(models.CodeExecutionInProgress, "execution %q is no longer running", id)
+			return "", models.Errorf(models.CodeExecutionFinished, "execution %q is no longer running", id)
 		}
 		return "", &models.Error{Code: models.CodeUnavailable, Message: "could not cancel the execution: Temporal is unavailable", Err: err}
 	}

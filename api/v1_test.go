@@ -535,6 +535,6 @@ func TestV1Results(t *testing.T) {
 		// Valid input, but this process has no Temporal to run the formatting.
 		a.expectV1Error(http.MethodPost, pathFormat, []byte(`{"output_template": {"a": "{x}"}, "extraction_rules": {"a": "briefly"}}`), http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE")
 		// Cancelling a finished run is a conflict.
-		a.expectV1Error(http.MethodPost, "/api/v1/executions/"+id+"/cancel", nil, http.StatusConflict, "EXECUTION_IN_PROGRESS")
+		a.expectV1Error(http.MethodPost, "/api/v1/executions/"+id+"/cancel", nil, http.StatusConflict, "EXECUTION_ALREADY_FINISHED")
 	})
 }

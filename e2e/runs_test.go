@@ -346,8 +346,9 @@ func TestRunsAPI(t *testing.T) {
 	if status, _ := e.post("/runs/list", map[string]any{"status": "weird"}); status != http.StatusBadRequest {
 		t.Errorf("bad status filter answered %d", status)
 	}
-	// A finished run cannot be cancelled.
-	if status, env := e.post("/runs/cancel", map[string]any{"id": first}); status != http.StatusConflict || env.Code != 40901 {
+	// A finished run cannot be cancelled: its own business code, the
+	// numeric code contract 002 clients already knew.
+	if status, env := e.post("/runs/cancel", map[string]any{"id": first}); status != http.StatusConflict || env.Code != 40901 || env.ErrorCode != "EXECUTION_ALREADY_FINISHED" {
 		t.Errorf("cancel a completed run: %d %+v", status, env)
 	}
 }
