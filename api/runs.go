@@ -15,6 +15,7 @@ import (
 	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
+	"github.com/op-stack/executor/telemetry"
 )
 
 type startInput struct {
@@ -110,6 +111,9 @@ type Runs struct {
 	// attribute (decided apart from Options.SearchAttributes, which a
 	// namespace set up before tenants has without it).
 	TenantSearchAttribute bool
+	// Metrics counts the runs Reconcile ends (terminated or timed-out
+	// workflows, which no worker counts); nil counts nothing.
+	Metrics *telemetry.Metrics
 }
 
 // ModelChecker resolves an agent's model as the worker will

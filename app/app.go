@@ -215,6 +215,7 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 	if router != nil {
 		runs.Models = router
 	}
+	runs.Metrics = o.metrics
 	var health api.HealthChecker
 	if tc != nil {
 		health = api.TemporalHealth(tc)
