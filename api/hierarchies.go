@@ -51,12 +51,30 @@ type llmConfigInput struct {
 }
 
 // globalConfigInput is spec 001's global_config, on both APIs.
-// enable_streaming and output_format are accepted and not stored: every run
-// streams, and the output format is chosen per results request.
+// enable_streaming and output_format are stored and echoed as sent
+// (models.GlobalConfig), not acted on: every run streams, and the output
+// format is chosen per results request.
 type globalConfigInput struct {
 	MaxExecutionTime *int   `json:"max_execution_time,omitempty"`
 	EnableStreaming  *bool  `json:"enable_streaming,omitempty"`
 	OutputFormat     string `json:"output_format,omitempty"`
+}
+
+// maxOutputFormatLen bounds a stored output_format: it is echoed, never
+// interpreted, so any short name is kept.
+const maxOutputFormatLen = 50
+
+// apply stores enable_streaming and output_format in h when sent.
+func (g *globalConfigInput) apply(h *models.Hierarchy) error {
+	if g == nil || (g.EnableStreaming == nil && g.OutputFormat == "") {
+		return nil
+	}
+	format := strings.TrimSpace(g.OutputFormat)
+	if len(format) > maxOutputFormatLen {
+		return models.FieldError("global_config.output_format", "must be at most %d characters", maxOutputFormatLen)
+	}
+	h.GlobalConfig = &models.GlobalConfig{EnableStreaming: g.EnableStreaming, OutputFormat: format}
+	return nil
 }
 
 type teamInput struct {
@@ -184,6 +202,9 @@ func (in *hierarchyInput) toModel() (*models.Hierarchy, error) {
 	}
 	if g := in.GlobalConfig; g != nil && g.MaxExecutionTime != nil {
 		h.MaxExecutionTime = *g.MaxExecutionTime
+	}
+	if err := in.GlobalConfig.apply(h); err != nil {
+		return nil, err
 	}
 	if in.MaxIterations != nil {
 		// Absent means the default (Normalize); a given value must be in

@@ -232,7 +232,9 @@ func TestV1SpecExample(t *testing.T) {
 		writer := subTeams[1].(map[string]any)["agent_configs"].([]any)[0].(map[string]any)
 		writer["tools"] = []any{"calculator", "editor", "calculator"}
 		body["dependencies"] = map[string]any{"team_a7b9c2d4e5f6": []any{"文档团队"}}
-		body["global_config"] = map[string]any{"max_execution_time": 60}
+		// global_config is stored and echoed as sent, not replaced by
+		// spec 001's defaults.
+		body["global_config"] = map[string]any{"max_execution_time": 60, "enable_streaming": false, "output_format": "summary"}
 		var updated teamSummary
 		a.mustDo(http.MethodPut, pathTeams+"/"+created.TeamID, body, api.CodeTeamUpdated, &updated)
 		if updated.TeamID != created.TeamID || updated.Status != "updated" || strings.Join(updated.ExecutionOrder, ",") != "team_x8y9z1a2b3c4,team_a7b9c2d4e5f6" || len(updated.Warnings) != 4 {
@@ -243,6 +245,14 @@ func TestV1SpecExample(t *testing.T) {
 		a.mustDo(http.MethodGet, pathTeams+"/"+created.TeamID, nil, api.CodeTeamInfoRetrieved, &got)
 		if w := got.SubTeams[1].AgentConfigs[0]; strings.Join(w.Tools, ",") != "calculator" || got.SubTeams[1].Name != "文档团队" || got.GlobalConfig["max_execution_time"] != 60.0 {
 			t.Errorf("after update: %+v", got.SubTeams[1])
+		}
+		if got.GlobalConfig["enable_streaming"] != false || got.GlobalConfig["output_format"] != "summary" {
+			t.Errorf("global_config after update = %v, want what was sent", got.GlobalConfig)
+		}
+		var hv models.Hierarchy
+		a.mustPost(pathGet, map[string]any{"hierarchy_id": created.TeamID}, &hv)
+		if gc := hv.GlobalConfig; gc == nil || gc.EnableStreaming == nil || *gc.EnableStreaming || gc.OutputFormat != "summary" {
+			t.Errorf("executor view of global_config = %+v", gc)
 		}
 		if deps := got.Dependencies; len(deps) != 1 || strings.Join(deps["team_a7b9c2d4e5f6"], ",") != "team_x8y9z1a2b3c4" {
 			t.Errorf("dependencies after update = %v", deps)

@@ -96,10 +96,22 @@ type Hierarchy struct {
 	// (0: all ready teams); a run's execution_config may override it.
 	MaxParallelTeams int `json:"max_parallel_teams,omitempty"`
 	// MaxExecutionTime ends a run that overruns it (seconds; 0: no limit).
-	MaxExecutionTime int       `json:"max_execution_time,omitempty"`
-	Teams            []Team    `json:"teams"`
-	CreatedAt        time.Time `json:"created_at"`
-	UpdatedAt        time.Time `json:"updated_at"`
+	MaxExecutionTime int `json:"max_execution_time,omitempty"`
+	// GlobalConfig is what spec 001's global_config said besides
+	// max_execution_time; nil when it said nothing.
+	GlobalConfig *GlobalConfig `json:"global_config,omitempty"`
+	Teams        []Team        `json:"teams"`
+	CreatedAt    time.Time     `json:"created_at"`
+	UpdatedAt    time.Time     `json:"updated_at"`
+}
+
+// GlobalConfig holds spec 001's global_config settings that the engine
+// does not act on: every run streams its events, and the results' format
+// is chosen per results request. They are stored and echoed as sent, so a
+// client reads back what it wrote.
+type GlobalConfig struct {
+	EnableStreaming *bool  `json:"enable_streaming,omitempty"`
+	OutputFormat    string `json:"output_format,omitempty"`
 }
 
 // NewID returns a new random identifier (a UUID string) for hierarchies,
