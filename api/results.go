@@ -382,6 +382,9 @@ func (r *Results) Markdown() string {
 	}
 	row("Teams executed", fmt.Sprint(s.TeamsExecuted))
 	row("Agents involved", fmt.Sprint(s.AgentsInvolved))
+	if r.Offline {
+		row("Offline", "yes: answers came from the built-in offline model (placeholder text)")
+	}
 
 	b.WriteString("\n## Final output\n\n")
 	if r.FinalOutput != nil {
