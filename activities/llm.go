@@ -268,6 +268,9 @@ func (a *Activities) observeLLMCall(log *slog.Logger, purpose string, req llm.Re
 	switch {
 	case err == nil:
 		obs.Provider = resp.Provider
+		if resp.Model != "" {
+			obs.Model = resp.Model // as in llm_call: the model that answered
+		}
 		obs.PromptTokens, obs.CompletionTokens = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
 	case cancelled:
 		obs.Outcome = telemetry.OutcomeCancelled
