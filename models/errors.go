@@ -20,26 +20,21 @@ type Code struct {
 // The error vocabulary. The README's "Error codes" table is generated from
 // the same list (see AllCodes); keep both in step.
 var (
-	CodeInvalidParameters    = Code{"INVALID_PARAMETERS", 40001, 400}
-	CodeInvalidConfig        = Code{"INVALID_CONFIG", 40001, 400}
-	CodeInvalidDependencies  = Code{"INVALID_DEPENDENCIES", 40001, 400}
-	CodeProviderNotSupported = Code{"PROVIDER_NOT_SUPPORTED", 40001, 400}
-	CodeMissingAPIKey        = Code{"MISSING_API_KEY", 40001, 400}
-	CodeHierarchyNotFound    = Code{"TEAM_NOT_FOUND", 40401, 404}
-	CodeExecutionNotFound    = Code{"EXECUTION_NOT_FOUND", 40402, 404}
-	CodeSubAgentNotFound     = Code{"SUBAGENT_NOT_FOUND", 40403, 404}
-	CodeRouteNotFound        = Code{"NOT_FOUND", 40404, 404}
-	CodeInvalidAPIKey        = Code{"INVALID_API_KEY", 40101, 401}
-	CodePermissionDenied     = Code{"PERMISSION_DENIED", 40301, 403}
-	CodeIdempotencyKeyReused = Code{"IDEMPOTENCY_KEY_REUSED", 40903, 409}
-	CodeUnsupportedMediaType = Code{"UNSUPPORTED_MEDIA_TYPE", 41501, 415}
-	CodeRateLimited          = Code{"RATE_LIMIT_EXCEEDED", 42901, 429}
-	CodeExecutionInProgress  = Code{"EXECUTION_IN_PROGRESS", 40901, 409}
-	// CodeExecutionFinished refuses what only a live run allows (cancel).
-	// It keeps EXECUTION_IN_PROGRESS's numeric code and status, which
-	// contract 002 clients already switch on for "the run's state does not
-	// allow this"; the business code now says what happened.
-	CodeExecutionFinished     = Code{"EXECUTION_ALREADY_FINISHED", 40901, 409}
+	CodeInvalidParameters     = Code{"INVALID_PARAMETERS", 40001, 400}
+	CodeInvalidConfig         = Code{"INVALID_CONFIG", 40001, 400}
+	CodeInvalidDependencies   = Code{"INVALID_DEPENDENCIES", 40001, 400}
+	CodeProviderNotSupported  = Code{"PROVIDER_NOT_SUPPORTED", 40001, 400}
+	CodeMissingAPIKey         = Code{"MISSING_API_KEY", 40001, 400}
+	CodeHierarchyNotFound     = Code{"TEAM_NOT_FOUND", 40401, 404}
+	CodeExecutionNotFound     = Code{"EXECUTION_NOT_FOUND", 40402, 404}
+	CodeSubAgentNotFound      = Code{"SUBAGENT_NOT_FOUND", 40403, 404}
+	CodeRouteNotFound         = Code{"NOT_FOUND", 40404, 404}
+	CodeInvalidAPIKey         = Code{"INVALID_API_KEY", 40101, 401}
+	CodePermissionDenied      = Code{"PERMISSION_DENIED", 40301, 403}
+	CodeIdempotencyKeyReused  = Code{"IDEMPOTENCY_KEY_REUSED", 40903, 409}
+	CodeUnsupportedMediaType  = Code{"UNSUPPORTED_MEDIA_TYPE", 41501, 415}
+	CodeRateLimited           = Code{"RATE_LIMIT_EXCEEDED", 42901, 429}
+	CodeExecutionInProgress   = Code{"EXECUTION_IN_PROGRESS", 40901, 409}
 	CodeAlreadyExists         = Code{"TEAM_ALREADY_EXISTS", 40902, 409}
 	CodeResourceLimitExceeded = Code{"RESOURCE_LIMIT_EXCEEDED", 41301, 413}
 	CodeSystemError           = Code{"SYSTEM_ERROR", 50001, 500}
@@ -47,6 +42,12 @@ var (
 	CodeExecutionFailed       = Code{"EXECUTION_FAILED", 50002, 500}
 	CodeExecutionTimeout      = Code{"EXECUTION_TIMEOUT", 50401, 504}
 )
+
+// CodeExecutionFinished refuses what only a live run allows (cancel). It
+// keeps EXECUTION_IN_PROGRESS's numeric code and HTTP status, which
+// contract 002 clients already switch on for "the run's state does not
+// allow this"; the business code says what happened.
+var CodeExecutionFinished = Code{"EXECUTION_ALREADY_FINISHED", 40901, 409}
 
 // AllCodes lists the vocabulary in the order the README documents it.
 func AllCodes() []Code {
