@@ -96,13 +96,14 @@ type Hierarchy struct {
 	// (0: all ready teams); a run's execution_config may override it.
 	MaxParallelTeams int `json:"max_parallel_teams,omitempty"`
 	// MaxExecutionTime ends a run that overruns it (seconds; 0: no limit).
-	MaxExecutionTime int `json:"max_execution_time,omitempty"`
+	MaxExecutionTime int       `json:"max_execution_time,omitempty"`
+	Teams            []Team    `json:"teams"`
+	CreatedAt        time.Time `json:"created_at"`
+	UpdatedAt        time.Time `json:"updated_at"`
+
 	// GlobalConfig is what spec 001's global_config said besides
 	// max_execution_time; nil when it said nothing.
 	GlobalConfig *GlobalConfig `json:"global_config,omitempty"`
-	Teams        []Team        `json:"teams"`
-	CreatedAt    time.Time     `json:"created_at"`
-	UpdatedAt    time.Time     `json:"updated_at"`
 }
 
 // GlobalConfig holds spec 001's global_config settings that the engine
