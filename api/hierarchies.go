@@ -26,10 +26,8 @@ type agentInput struct {
 	Tools        []string `json:"tools"`
 	// SubAgents and MaxIterations are used by workers only; supervisors
 	// accept them (one body shape for every agent) and drop them.
-	SubAgents []string `json:"sub_agents"`
-	// MaxIterations is a pointer so that an explicit 0, outside the
-	// documented range, is refused while an absent one means the default.
-	MaxIterations *int `json:"max_iterations"`
+	SubAgents     []string `json:"sub_agents"`
+	MaxIterations *int     `json:"max_iterations"` // a pointer: an explicit 0 is refused, absent means the default
 	// LLM settings, flat or as spec 001's llm_config (which wins).
 	Provider   string          `json:"provider"`
 	BaseURL    string          `json:"base_url"`
@@ -58,6 +56,14 @@ type globalConfigInput struct {
 	MaxExecutionTime *int   `json:"max_execution_time,omitempty"`
 	EnableStreaming  *bool  `json:"enable_streaming,omitempty"`
 	OutputFormat     string `json:"output_format,omitempty"`
+}
+
+// valueOrZero is *p, or 0 (the default) when p is nil.
+func valueOrZero(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // maxOutputFormatLen bounds a stored output_format: it is echoed, never
@@ -133,24 +139,22 @@ func (in *agentInput) toModel(field string, worker bool) (models.Agent, error) {
 		return models.Agent{}, nil
 	}
 	a := models.Agent{
-		Name:         strings.TrimSpace(in.Name),
-		Role:         strings.TrimSpace(in.Role),
-		SystemPrompt: firstNonEmpty(in.SystemPrompt, in.Prompt),
-		Model:        strings.TrimSpace(firstNonEmpty(in.Model, in.ModelID)),
-		Temperature:  in.Temperature,
-		MaxTokens:    in.MaxTokens,
-		Tools:        in.Tools,
-		Provider:     strings.TrimSpace(in.Provider),
-		BaseURL:      strings.TrimSpace(in.BaseURL),
-		Region:       strings.TrimSpace(in.Region),
-		Timeout:      in.Timeout,
-		UserPrompt:   in.UserPrompt,
+		Name:          strings.TrimSpace(in.Name),
+		Role:          strings.TrimSpace(in.Role),
+		SystemPrompt:  firstNonEmpty(in.SystemPrompt, in.Prompt),
+		Model:         strings.TrimSpace(firstNonEmpty(in.Model, in.ModelID)),
+		Temperature:   in.Temperature,
+		MaxTokens:     in.MaxTokens,
+		Tools:         in.Tools,
+		MaxIterations: valueOrZero(in.MaxIterations),
+		Provider:      strings.TrimSpace(in.Provider),
+		BaseURL:       strings.TrimSpace(in.BaseURL),
+		Region:        strings.TrimSpace(in.Region),
+		Timeout:       in.Timeout,
+		UserPrompt:    in.UserPrompt,
 	}
-	if in.MaxIterations != nil {
-		if *in.MaxIterations < 1 || *in.MaxIterations > models.MaxAgentIterations {
-			return a, models.FieldError(field+".max_iterations", "must be between 1 and %d (omit it for the default), got %d", models.MaxAgentIterations, *in.MaxIterations)
-		}
-		a.MaxIterations = *in.MaxIterations
+	if n := in.MaxIterations; n != nil && (*n < 1 || *n > models.MaxAgentIterations) {
+		return a, models.FieldError(field+".max_iterations", "must be between 1 and %d (omit it for the default), got %d", models.MaxAgentIterations, *n)
 	}
 	if c := in.LLMConfig; c != nil {
 		a.Provider = firstNonEmpty(strings.TrimSpace(c.Provider), a.Provider)
