@@ -84,6 +84,9 @@ func (a *Activities) FormatResults(ctx context.Context, in models.FormatInput) (
 			return nil, a.llmFailure(ctx, source, req.Model, err, in.Options.RetryMax)
 		}
 		res.Usage = res.Usage.Add(toUsage(resp.Usage))
+		if resp.Model != "" {
+			res.Model = resp.Model // the model that answered
+		}
 		if resp.Offline {
 			// The offline stand-in cannot read results; it fills the
 			// placeholders with labelled stand-in text so `executor dev`

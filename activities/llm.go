@@ -126,6 +126,9 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 		return nil, err
 	}
 	res := &models.RespondResult{Output: resp.Content, Model: req.Model, Offline: resp.Offline, Usage: toUsage(resp.Usage)}
+	if resp.Model != "" {
+		res.Model = resp.Model // the model that answered (see llm.Router.Stream)
+	}
 	for _, c := range resp.ToolCalls {
 		res.ToolCalls = append(res.ToolCalls, models.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
@@ -227,6 +230,11 @@ func (a *Activities) complete(ctx context.Context, pub *publisher, source models
 		}
 	} else {
 		call.Status, call.Provider = "ok", resp.Provider
+		if resp.Model != "" {
+			// The model that answered: "offline" when the offline model
+			// stood in, whatever was asked for.
+			call.Model = resp.Model
+		}
 		call.PromptTokens, call.CompletionTokens, call.TotalTokens = resp.Usage.PromptTokens, resp.Usage.CompletionTokens, resp.Usage.TotalTokens
 	}
 	log := a.runLogger(ctx, pub.runID, source)
@@ -260,6 +268,9 @@ func (a *Activities) observeLLMCall(log *slog.Logger, purpose string, req llm.Re
 	switch {
 	case err == nil:
 		obs.Provider = resp.Provider
+		if resp.Model != "" {
+			obs.Model = resp.Model // as in llm_call: the model that answered
+		}
 		obs.PromptTokens, obs.CompletionTokens = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
 	case cancelled:
 		obs.Outcome = telemetry.OutcomeCancelled

@@ -142,6 +142,8 @@ func v1ErrorSummary(code models.Code) string {
 		return "LLM provider not configured"
 	case models.CodeExecutionInProgress.Name:
 		return "execution state does not allow this"
+	case models.CodeExecutionFinished.Name:
+		return "execution already finished"
 	case models.CodeExecutionFailed.Name:
 		return "execution failed"
 	case models.CodeExecutionTimeout.Name:

@@ -27,7 +27,7 @@ type agentInput struct {
 	// SubAgents and MaxIterations are used by workers only; supervisors
 	// accept them (one body shape for every agent) and drop them.
 	SubAgents     []string `json:"sub_agents"`
-	MaxIterations int      `json:"max_iterations"`
+	MaxIterations *int     `json:"max_iterations"` // a pointer: an explicit 0 is refused, absent means the default
 	// LLM settings, flat or as spec 001's llm_config (which wins).
 	Provider   string          `json:"provider"`
 	BaseURL    string          `json:"base_url"`
@@ -49,12 +49,38 @@ type llmConfigInput struct {
 }
 
 // globalConfigInput is spec 001's global_config, on both APIs.
-// enable_streaming and output_format are accepted and not stored: every run
-// streams, and the output format is chosen per results request.
+// enable_streaming and output_format are stored and echoed as sent
+// (models.GlobalConfig), not acted on: every run streams, and the output
+// format is chosen per results request.
 type globalConfigInput struct {
 	MaxExecutionTime *int   `json:"max_execution_time,omitempty"`
 	EnableStreaming  *bool  `json:"enable_streaming,omitempty"`
 	OutputFormat     string `json:"output_format,omitempty"`
+}
+
+// valueOrZero is *p, or 0 (the default) when p is nil.
+func valueOrZero(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// maxOutputFormatLen bounds a stored output_format: it is echoed, never
+// interpreted, so any short name is kept.
+const maxOutputFormatLen = 50
+
+// apply stores enable_streaming and output_format in h when sent.
+func (g *globalConfigInput) apply(h *models.Hierarchy) error {
+	if g == nil || (g.EnableStreaming == nil && g.OutputFormat == "") {
+		return nil
+	}
+	format := strings.TrimSpace(g.OutputFormat)
+	if len(format) > maxOutputFormatLen {
+		return models.FieldError("global_config.output_format", "must be at most %d characters", maxOutputFormatLen)
+	}
+	h.GlobalConfig = &models.GlobalConfig{EnableStreaming: g.EnableStreaming, OutputFormat: format}
+	return nil
 }
 
 type teamInput struct {
@@ -80,7 +106,7 @@ type hierarchyInput struct {
 	GlobalPrompt          string      `json:"global_prompt"` // legacy flat form
 	ExecutionMode         string      `json:"execution_mode"`
 	EnableContextSharing  bool        `json:"enable_context_sharing"`
-	MaxIterations         int         `json:"max_iterations"`
+	MaxIterations         *int        `json:"max_iterations"` // absent: the default; given: 1–100
 	Teams                 []teamInput `json:"teams"`
 	// Spec 001's team dependencies (team name or id → the teams it needs
 	// first), parallel limit and time limit.
@@ -120,12 +146,15 @@ func (in *agentInput) toModel(field string, worker bool) (models.Agent, error) {
 		Temperature:   in.Temperature,
 		MaxTokens:     in.MaxTokens,
 		Tools:         in.Tools,
-		MaxIterations: in.MaxIterations,
+		MaxIterations: valueOrZero(in.MaxIterations),
 		Provider:      strings.TrimSpace(in.Provider),
 		BaseURL:       strings.TrimSpace(in.BaseURL),
 		Region:        strings.TrimSpace(in.Region),
 		Timeout:       in.Timeout,
 		UserPrompt:    in.UserPrompt,
+	}
+	if n := in.MaxIterations; n != nil && (*n < 1 || *n > models.MaxAgentIterations) {
+		return a, models.FieldError(field+".max_iterations", "must be between 1 and %d (omit it for the default), got %d", models.MaxAgentIterations, *n)
 	}
 	if c := in.LLMConfig; c != nil {
 		a.Provider = firstNonEmpty(strings.TrimSpace(c.Provider), a.Provider)
@@ -171,7 +200,6 @@ func (in *hierarchyInput) toModel() (*models.Hierarchy, error) {
 		Description:          in.Description,
 		ExecutionMode:        strings.TrimSpace(in.ExecutionMode),
 		EnableContextSharing: in.EnableContextSharing,
-		MaxIterations:        in.MaxIterations,
 		Dependencies:         in.Dependencies,
 		MaxParallelTeams:     in.MaxParallelTeams,
 		MaxExecutionTime:     in.MaxExecutionTime,
@@ -179,8 +207,16 @@ func (in *hierarchyInput) toModel() (*models.Hierarchy, error) {
 	if g := in.GlobalConfig; g != nil && g.MaxExecutionTime != nil {
 		h.MaxExecutionTime = *g.MaxExecutionTime
 	}
-	if in.MaxIterations < 0 {
-		return nil, models.FieldError("max_iterations", "must be between 1 and %d, got %d", models.MaxMaxIterations, in.MaxIterations)
+	if err := in.GlobalConfig.apply(h); err != nil {
+		return nil, err
+	}
+	if in.MaxIterations != nil {
+		// Absent means the default (Normalize); a given value must be in
+		// the documented range, 0 included, which used to pass as "default".
+		if *in.MaxIterations < 1 || *in.MaxIterations > models.MaxMaxIterations {
+			return nil, models.FieldError("max_iterations", "must be between 1 and %d (omit it for the default), got %d", models.MaxMaxIterations, *in.MaxIterations)
+		}
+		h.MaxIterations = *in.MaxIterations
 	}
 	gs, err := in.GlobalSupervisorAgent.toModel("global_supervisor_agent", false)
 	if err != nil {

@@ -592,6 +592,14 @@ func TestHierarchyToolsAndSubAgents(t *testing.T) {
 				{"duplicate tool", func(b map[string]any) { worker(b, 0, 1)["tools"] = []any{"http_get", "http_get"} }, "teams[0].workers[1].tools", `"http_get"`},
 				{"max_iterations too high", func(b map[string]any) { worker(b, 0, 1)["max_iterations"] = models.MaxAgentIterations + 1 }, "teams[0].workers[1].max_iterations", "51"},
 				{"negative max_iterations", func(b map[string]any) { worker(b, 0, 1)["max_iterations"] = -1 }, "teams[0].workers[1].max_iterations", "-1"},
+				// 0 is outside the documented range: it used to pass as
+				// "the default", which only an absent field means.
+				{"zero max_iterations", func(b map[string]any) { worker(b, 0, 1)["max_iterations"] = 0 }, "teams[0].workers[1].max_iterations", "got 0"},
+				{"zero supervisor max_iterations", func(b map[string]any) {
+					team(b, 1)["team_supervisor_agent"].(map[string]any)["max_iterations"] = 0
+				}, "teams[1].team_supervisor_agent.max_iterations", "got 0"},
+				{"zero hierarchy max_iterations", func(b map[string]any) { b["max_iterations"] = 0 }, "max_iterations", "between 1 and 100"},
+				{"hierarchy max_iterations too high", func(b map[string]any) { b["max_iterations"] = 101 }, "max_iterations", "got 101"},
 				{"wrong type for sub_agents", func(b map[string]any) { worker(b, 0, 1)["sub_agents"] = "researcher" }, "teams.workers.sub_agents", "array"},
 			}
 			for _, tc := range cases {

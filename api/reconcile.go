@@ -21,7 +21,8 @@ const reconcileTimeout = 10 * time.Second
 // cleanup — terminated by an operator (`temporal workflow terminate`) or
 // stopped by Temporal's execution timeout — to a terminal state consistent
 // on both sides: the events its workflow still held are stored, a
-// lifecycle.failed event says why, and the run is marked failed. A run whose
+// lifecycle.failed event from "system" says why (no agent decided it), the
+// run is marked failed and counted in executor_runs_finished_total. A run whose
 // workflow is still running, or ended normally, is returned unchanged.
 func (r *Runs) Reconcile(ctx context.Context, run *store.Run) (*store.Run, error) {
 	if r == nil || r.Temporal == nil || models.IsTerminal(run.Status) {
@@ -84,8 +85,15 @@ func (r *Runs) Reconcile(ctx context.Context, run *store.Run) (*store.Run, error
 	if err := r.Store.InsertEvents(ctx, []models.Event{end}); err != nil {
 		return run, err
 	}
-	if err := r.Store.SetRunStatus(ctx, models.RunStatusUpdate{RunID: run.ID, Status: models.RunFailed, Result: run.Result, Error: msg}); err != nil {
+	changed, err := r.Store.UpdateRunStatus(ctx, models.RunStatusUpdate{RunID: run.ID, Status: models.RunFailed, Result: run.Result, Error: msg})
+	if err != nil {
 		return run, err
+	}
+	if changed {
+		// No worker wrote this end, so none counted it; of several
+		// replicas reconciling the same run, only the one whose write
+		// changed the row does.
+		r.Metrics.RunFinished(models.RunFailed)
 	}
 	return r.Store.GetRun(ctx, run.ID)
 }

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/op-stack/executor/activities"
+	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
 )
@@ -42,6 +43,10 @@ type Results struct {
 	// running, or it failed, timed out or was cancelled and the results
 	// hold what was done (spec 001's partial results on recovery).
 	Partial bool `json:"partial"`
+	// Offline says some answer (a worker's, a supervisor's decision or the
+	// final answer) came from the built-in offline model: placeholder
+	// text, not a model's work.
+	Offline bool `json:"offline"`
 	// The task and the hierarchy's name head the Markdown report.
 	task, name string
 }
@@ -218,6 +223,9 @@ func BuildResults(in ResultsInput) *Results {
 		m.TokensUsed += c.TotalTokens
 		m.ProcessingTime += float64(c.LatencyMs) / 1000
 		out.Metrics.TotalTokensUsed += c.TotalTokens
+		if c.Status == "ok" && c.Provider == llm.OfflineProvider {
+			out.Offline = true
+		}
 		if c.Status == "ok" {
 			okCalls++
 			okLatency += c.LatencyMs
@@ -262,9 +270,15 @@ func BuildResults(in ResultsInput) *Results {
 		}
 		for _, w := range t.Workers {
 			agents[w.AgentID] = true
+			out.Offline = out.Offline || w.Offline
 			ar, seen := tr.Agents.Get(w.AgentID)
 			if !seen {
 				ar = &AgentResult{AgentName: w.Name, Status: models.TeamCompleted, ToolsUsed: []string{}, Model: w.Model}
+				if w.Offline {
+					// Runs recorded the requested model before they
+					// recorded the one that answered.
+					ar.Model = llm.OfflineProvider
+				}
 				if m := perAgent[w.AgentID]; m != nil {
 					ar.Metrics = AgentMetrics{TokensUsed: m.TokensUsed, APICallsMade: m.APICallsMade, ProcessingTime: round(m.ProcessingTime, 3)}
 				}
@@ -377,6 +391,9 @@ func (r *Results) Markdown() string {
 	}
 	row("Teams executed", fmt.Sprint(s.TeamsExecuted))
 	row("Agents involved", fmt.Sprint(s.AgentsInvolved))
+	if r.Offline {
+		row("Offline", "yes: answers came from the built-in offline model (placeholder text)")
+	}
 
 	b.WriteString("\n## Final output\n\n")
 	if r.FinalOutput != nil {

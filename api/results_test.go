@@ -215,6 +215,39 @@ func TestBuildResultsLiveAndEmpty(t *testing.T) {
 	}
 }
 
+// TestBuildResultsOffline: a run that any answer of the offline model
+// touched says offline at run level, and an answer of the offline model
+// names it as the model, also for runs that recorded the model asked for.
+func TestBuildResultsOffline(t *testing.T) {
+	run := &store.Run{ID: "exec-7", Status: models.RunCompleted}
+	res := &models.RunResult{Teams: []models.TeamOutput{{TeamID: "t", TeamName: "t", Status: models.TeamCompleted, Workers: []models.WorkerOutput{
+		{AgentID: "w-real", Name: "real", Model: "gpt-4o"},
+		{AgentID: "w-stand-in", Name: "stand-in", Model: "gpt-4o", Offline: true},
+	}}}}
+	r := BuildResults(ResultsInput{Run: run, Result: res})
+	team, _ := r.TeamResults.Get("t")
+	real, _ := team.Agents.Get("w-real")
+	standIn, _ := team.Agents.Get("w-stand-in")
+	if !r.Offline || real.Model != "gpt-4o" || standIn.Model != "offline" {
+		t.Errorf("offline %v, models %q %q", r.Offline, real.Model, standIn.Model)
+	}
+	if md := r.Markdown(); !strings.Contains(md, "| Offline | yes") {
+		t.Errorf("markdown does not say offline:\n%s", md)
+	}
+
+	// A supervisor's decision from the offline model counts too (its
+	// usage record); real answers alone do not.
+	res.Teams[0].Workers = res.Teams[0].Workers[:1]
+	calls := []store.LLMCall{{AgentID: "gs", Provider: "offline", Model: "offline", Status: "ok"}}
+	if r := BuildResults(ResultsInput{Run: run, Result: res, Calls: calls}); !r.Offline {
+		t.Error("a decision of the offline model is not offline")
+	}
+	calls[0].Provider, calls[0].Model = "openai", "gpt-4o"
+	if r := BuildResults(ResultsInput{Run: run, Result: res, Calls: calls}); r.Offline {
+		t.Error("a run of real answers says offline")
+	}
+}
+
 func TestResultsMarkdown(t *testing.T) {
 	in := handMadeRun()
 	in.Result.FinalAnswer = "# Report\n\nAI | medicine"

@@ -16,6 +16,7 @@ import (
 	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
+	"github.com/op-stack/executor/telemetry"
 )
 
 type startInput struct {
@@ -160,6 +161,9 @@ type Runs struct {
 	// attribute (decided apart from Options.SearchAttributes, which a
 	// namespace set up before tenants has without it).
 	TenantSearchAttribute bool
+	// Metrics counts the runs Reconcile ends (terminated or timed-out
+	// workflows, which no worker counts); nil counts nothing.
+	Metrics *telemetry.Metrics
 }
 
 // ModelChecker resolves an agent's model as the worker will
@@ -168,6 +172,8 @@ type Runs struct {
 // INVALID_CONFIG.
 type ModelChecker interface {
 	CheckRequest(req llm.Request) error
+	// RoutesOffline tells whether the built-in offline model would answer.
+	RoutesOffline(req llm.Request) bool
 }
 
 // StartOptions are per-run settings a start may give (spec 001's
@@ -183,7 +189,8 @@ type StartOptions struct {
 // Start checks the agents' providers, stores a pending run and starts its
 // workflow. If the workflow cannot be started, the run row is removed again.
 func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts StartOptions) (*store.Run, error) {
-	if err := r.checkModels(h); err != nil {
+	offline, err := r.checkModels(h)
+	if err != nil {
 		return nil, err
 	}
 	// A run belongs to its hierarchy's tenant, whoever starts it (an admin
@@ -245,7 +252,7 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 	if len(attrs) > 0 {
 		start.TypedSearchAttributes = temporal.NewSearchAttributes(attrs...)
 	}
-	_, err := r.Temporal.ExecuteWorkflow(ctx, start, models.RunWorkflowName, models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(tenant, opts), AnswerMessageID: opts.MessageID})
+	_, err = r.Temporal.ExecuteWorkflow(ctx, start, models.RunWorkflowName, models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(tenant, opts), AnswerMessageID: opts.MessageID, OfflineAgents: offline})
 	if err != nil {
 		_ = r.Store.DeleteRun(context.WithoutCancel(ctx), id)
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
@@ -268,45 +275,57 @@ func (r *Runs) runOptions(tenant string, opts StartOptions) models.RunOptions {
 }
 
 // checkModels fails fast, before anything is stored, when an agent could
-// not reach its model, instead of failing later mid-run.
-func (r *Runs) checkModels(h *models.Hierarchy) error {
+// not reach its model, instead of failing later mid-run: a model that
+// routes to no configured provider (executor serve without a key, unless
+// the offline model was chosen) is MISSING_API_KEY naming the agent's
+// field, agent_id and model. It returns the agent_ids the offline model
+// will answer.
+func (r *Runs) checkModels(h *models.Hierarchy) ([]string, error) {
 	if r.Models == nil {
-		return nil
+		return nil, nil
 	}
+	var offline []string
 	check := func(field string, a models.Agent) error {
 		model := a.Model
 		if model == "" {
 			model = r.Options.DefaultModel
 		}
-		if err := r.Models.CheckRequest(llm.Request{Model: model, Provider: a.Provider, BaseURL: a.BaseURL, Region: a.Region}); err != nil {
+		req := llm.Request{Model: model, Provider: a.Provider, BaseURL: a.BaseURL, Region: a.Region}
+		if err := r.Models.CheckRequest(req); err != nil {
 			var e *models.Error
 			if errors.As(err, &e) {
-				return &models.Error{Code: e.Code, Field: field, Message: fmt.Sprintf("%s (agent_id %s): %s", field, a.AgentID, e.Message)}
+				return &models.Error{Code: e.Code, Field: field, Message: fmt.Sprintf("%s (agent_id %s, model %s): %s", field, a.AgentID, model, e.Message)}
 			}
 			return err
+		}
+		if r.Models.RoutesOffline(req) {
+			offline = append(offline, a.AgentID)
 		}
 		return nil
 	}
 	if err := check("global_supervisor_agent", h.GlobalSupervisor); err != nil {
-		return err
+		return nil, err
 	}
 	for i, t := range h.Teams {
 		if err := check(fmt.Sprintf("teams[%d].team_supervisor_agent", i), t.Supervisor); err != nil {
-			return err
+			return nil, err
 		}
 		for j, w := range t.Workers {
 			if err := check(fmt.Sprintf("teams[%d].workers[%d]", i, j), w); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	return nil
+	return offline, nil
 }
 
 // runView is runs/get's answer.
 type runView struct {
 	*store.Run
 	Progress progressView `json:"progress"`
+	// Offline says some answer came from the built-in offline model
+	// (runs/get only; the list leaves it out rather than query per run).
+	Offline bool `json:"offline,omitempty"`
 }
 
 type progressView struct {
@@ -333,7 +352,48 @@ func (s *Server) getRun(c *gin.Context) {
 	} else {
 		s.log.Warn("reconcile run", "run_id", id, "error", err)
 	}
-	ok(c, s.viewRun(c.Request.Context(), run))
+	v := s.viewRun(c.Request.Context(), run)
+	s.markOffline(c.Request.Context(), &v)
+	ok(c, v)
+}
+
+// markOffline sets the run-level offline flags of a run's view: on the
+// view and on its result, when any answer came from the offline model.
+func (s *Server) markOffline(ctx context.Context, v *runView) {
+	offline := resultOffline(v.Result)
+	if !offline {
+		var err error
+		if offline, err = s.store.RunUsedOffline(ctx, v.ID); err != nil {
+			s.log.Warn("offline usage", "run_id", v.ID, "error", err)
+		}
+	}
+	if !offline {
+		return
+	}
+	v.Offline = true
+	if v.Result != nil {
+		run := *v.Run
+		res := *run.Result
+		res.Offline = true
+		run.Result = &res
+		v.Run = &run
+	}
+}
+
+// resultOffline tells whether a worker's answer in the result came from
+// the offline model.
+func resultOffline(res *models.RunResult) bool {
+	if res == nil {
+		return false
+	}
+	for _, t := range res.Teams {
+		for _, w := range t.Workers {
+			if w.Offline {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // viewRun adds the progress: from the workflow while the run is live, from
@@ -419,13 +479,13 @@ func (s *Server) cancelRun(c *gin.Context) {
 		ok(c, gin.H{"id": id, "status": run.Status})
 		return
 	case models.RunCompleted, models.RunFailed, models.RunTimedOut:
-		s.writeError(c, models.Errorf(models.CodeExecutionInProgress, "run %q has already %s and cannot be cancelled", id, run.Status))
+		s.writeError(c, models.Errorf(models.CodeExecutionFinished, "run %q has already %s and cannot be cancelled", id, run.Status))
 		return
 	}
 	if err := s.runs.Temporal.CancelWorkflow(ctx, run.WorkflowID, ""); err != nil {
 		var notFound *serviceerror.NotFound
 		if errors.As(err, &notFound) {
-			s.writeError(c, models.Errorf(models.CodeExecutionInProgress, "run %q is no longer running", id))
+			s.writeError(c, models.Errorf(models.CodeExecutionFinished, "run %q is no longer running", id))
 			return
 		}
 		s.writeError(c, &models.Error{Code: models.CodeUnavailable, Message: "could not cancel the run: Temporal is unavailable", Err: err})

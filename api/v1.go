@@ -142,7 +142,9 @@ func (s *Server) v1Execute(c *gin.Context) {
 	}
 	run, err := s.runs.Start(ctx, h, task, opts)
 	if err != nil {
-		s.writeError(c, err)
+		// The start names the engine's fields (teams[0].workers[1]); this
+		// surface's clients know spec 001's.
+		s.writeError(c, v1FieldError(err))
 		return
 	}
 	okV1(c, CodeExecutionStarted, "execution started", gin.H{
@@ -182,6 +184,7 @@ func (s *Server) v1GetExecution(c *gin.Context) {
 		return
 	}
 	v := s.viewRun(ctx, run)
+	s.markOffline(ctx, &v)
 	ids := s.teamIDsByName(ctx, run)
 	p := v1ProgressView{
 		CurrentTeam: lookupID(ids, v.Progress.CurrentTeam), CurrentTeamName: v.Progress.CurrentTeam,
@@ -207,6 +210,9 @@ func (s *Server) v1GetExecution(c *gin.Context) {
 	}
 	if run.Error != "" {
 		data["error"] = run.Error
+	}
+	if v.Offline {
+		data["offline"] = true
 	}
 	okV1(c, CodeExecutionInfoRetrieved, "execution info retrieved", data)
 }
@@ -314,7 +320,7 @@ func (s *Server) cancelRunByID(ctx context.Context, id string) (string, error) {
 	case models.RunCancelled:
 		return run.Status, nil
 	case models.RunCompleted, models.RunFailed, models.RunTimedOut:
-		return "", models.Errorf(models.CodeExecutionInProgress, "execution %q has already %s and cannot be cancelled", id, run.Status)
+		return "", models.Errorf(models.CodeExecutionFinished, "execution %q has already %s and cannot be cancelled", id, run.Status)
 	}
 	if s.runs.Temporal == nil {
 		return "", models.Errorf(models.CodeUnavailable, "runs are not controlled by this process")
@@ -322,7 +328,7 @@ func (s *Server) cancelRunByID(ctx context.Context, id string) (string, error) {
 	if err := s.runs.Temporal.CancelWorkflow(ctx, run.WorkflowID, ""); err != nil {
 		var notFound *serviceerror.NotFound
 		if errors.As(err, &notFound) {
-			return "", models.Errorf(models.CodeExecutionInProgress, "execution %q is no longer running", id)
+			return "", models.Errorf(models.CodeExecutionFinished, "execution %q is no longer running", id)
 		}
 		return "", &models.Error{Code: models.CodeUnavailable, Message: "could not cancel the execution: Temporal is unavailable", Err: err}
 	}

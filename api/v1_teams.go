@@ -100,6 +100,9 @@ func (in *v1TeamRequest) toModel(tools ToolCatalog) (*models.Hierarchy, []droppe
 	if g := in.GlobalConfig; g != nil && g.MaxExecutionTime != nil {
 		h.MaxExecutionTime = *g.MaxExecutionTime
 	}
+	if err := in.GlobalConfig.apply(h); err != nil {
+		return nil, nil, err
+	}
 	if sc := in.TopSupervisorConfig; sc != nil {
 		gs, err := sc.toAgent("top_supervisor_config")
 		if err != nil {
@@ -257,6 +260,8 @@ func v1Field(f string) string {
 		return "team_name"
 	case "teams":
 		return "sub_teams"
+	case "global_supervisor_agent":
+		return "top_supervisor_config"
 	case "max_execution_time":
 		return "global_config.max_execution_time"
 	}
@@ -426,14 +431,10 @@ func v1TeamOf(h *models.Hierarchy) v1TeamView {
 	ids := teamIDs(h)
 	v := v1TeamView{
 		TeamID: h.ID, TeamName: h.Name, Description: h.Description,
-		TopSupervisorConfig: v1SupervisorOf(h.GlobalSupervisor, h.MaxIterations),
-		SubTeams:            make([]v1SubTeam, 0, len(h.Teams)),
-		Dependencies:        map[string][]string{},
-		GlobalConfig: globalConfigInput{
-			MaxExecutionTime: &h.MaxExecutionTime,
-			EnableStreaming:  refOf(true),
-			OutputFormat:     "detailed",
-		},
+		TopSupervisorConfig:  v1SupervisorOf(h.GlobalSupervisor, h.MaxIterations),
+		SubTeams:             make([]v1SubTeam, 0, len(h.Teams)),
+		Dependencies:         map[string][]string{},
+		GlobalConfig:         v1GlobalConfigOf(h),
 		ExecutionOrder:       v1ExecutionOrder(h),
 		ExecutionMode:        h.ExecutionMode,
 		EnableContextSharing: h.EnableContextSharing,
@@ -494,6 +495,22 @@ func v1LLMConfigOf(a models.Agent) *v1LLMConfig {
 }
 
 func refOf[T any](v T) *T { return &v }
+
+// v1GlobalConfigOf is a team's global_config as sent, spec 001's defaults
+// (enable_streaming true, output_format "detailed") standing in for what
+// was not.
+func v1GlobalConfigOf(h *models.Hierarchy) globalConfigInput {
+	gc := globalConfigInput{MaxExecutionTime: &h.MaxExecutionTime, EnableStreaming: refOf(true), OutputFormat: "detailed"}
+	if h.GlobalConfig != nil {
+		if h.GlobalConfig.EnableStreaming != nil {
+			gc.EnableStreaming = refOf(*h.GlobalConfig.EnableStreaming)
+		}
+		if h.GlobalConfig.OutputFormat != "" {
+			gc.OutputFormat = h.GlobalConfig.OutputFormat
+		}
+	}
+	return gc
+}
 
 // defaultV1MaxExecutionTime is spec 001's GlobalConfig.max_execution_time
 // default, in seconds.

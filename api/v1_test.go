@@ -233,7 +233,9 @@ func TestV1SpecExample(t *testing.T) {
 		writer := subTeams[1].(map[string]any)["agent_configs"].([]any)[0].(map[string]any)
 		writer["tools"] = []any{"calculator", "editor", "calculator"}
 		body["dependencies"] = map[string]any{"team_a7b9c2d4e5f6": []any{"文档团队"}}
-		body["global_config"] = map[string]any{"max_execution_time": 60}
+		// global_config is stored and echoed as sent, not replaced by
+		// spec 001's defaults.
+		body["global_config"] = map[string]any{"max_execution_time": 60, "enable_streaming": false, "output_format": "summary"}
 		var updated teamSummary
 		a.mustDo(http.MethodPut, pathTeams+"/"+created.TeamID, body, api.CodeTeamUpdated, &updated)
 		if updated.TeamID != created.TeamID || updated.Status != "updated" || strings.Join(updated.ExecutionOrder, ",") != "team_x8y9z1a2b3c4,team_a7b9c2d4e5f6" || len(updated.Warnings) != 4 {
@@ -244,6 +246,14 @@ func TestV1SpecExample(t *testing.T) {
 		a.mustDo(http.MethodGet, pathTeams+"/"+created.TeamID, nil, api.CodeTeamInfoRetrieved, &got)
 		if w := got.SubTeams[1].AgentConfigs[0]; strings.Join(w.Tools, ",") != "calculator" || got.SubTeams[1].Name != "文档团队" || got.GlobalConfig["max_execution_time"] != 60.0 {
 			t.Errorf("after update: %+v", got.SubTeams[1])
+		}
+		if got.GlobalConfig["enable_streaming"] != false || got.GlobalConfig["output_format"] != "summary" {
+			t.Errorf("global_config after update = %v, want what was sent", got.GlobalConfig)
+		}
+		var hv models.Hierarchy
+		a.mustPost(pathGet, map[string]any{"hierarchy_id": created.TeamID}, &hv)
+		if gc := hv.GlobalConfig; gc == nil || gc.EnableStreaming == nil || *gc.EnableStreaming || gc.OutputFormat != "summary" {
+			t.Errorf("executor view of global_config = %+v", gc)
 		}
 		if deps := got.Dependencies; len(deps) != 1 || strings.Join(deps["team_a7b9c2d4e5f6"], ",") != "team_x8y9z1a2b3c4" {
 			t.Errorf("dependencies after update = %v", deps)
@@ -319,6 +329,8 @@ func TestV1Errors(t *testing.T) {
 			}), "INVALID_DEPENDENCIES", "dependencies", "cycle"},
 			{"empty agent_id", mutate(func(b map[string]any) { agent(b, 0, 0)["agent_id"] = " " }), "INVALID_PARAMETERS", "sub_teams[0].agent_configs[0].agent_id", "non-empty"},
 			{"zero max_iterations", mutate(func(b map[string]any) { agent(b, 0, 0)["max_iterations"] = 0 }), "INVALID_PARAMETERS", "sub_teams[0].agent_configs[0].max_iterations", "at least 1"},
+			{"zero supervisor max_iterations", mutate(func(b map[string]any) { subTeam(b, 1)["supervisor_config"].(map[string]any)["max_iterations"] = 0 }), "INVALID_PARAMETERS", "sub_teams[1].supervisor_config.max_iterations", "at least 1"},
+			{"duplicate team name", mutate(func(b map[string]any) { subTeam(b, 1)["name"] = subTeam(b, 0)["name"] }), "INVALID_PARAMETERS", "sub_teams[1].name", "duplicate team name"},
 			{"wrong type", mutate(func(b map[string]any) { b["sub_teams"] = "two" }), "INVALID_PARAMETERS", "sub_teams", "array"},
 		}
 		for _, c := range cases {
@@ -563,6 +575,6 @@ func TestV1Results(t *testing.T) {
 		// Valid input, but this process has no Temporal to run the formatting.
 		a.expectV1Error(http.MethodPost, pathFormat, []byte(`{"output_template": {"a": "{x}"}, "extraction_rules": {"a": "briefly"}}`), http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE")
 		// Cancelling a finished run is a conflict.
-		a.expectV1Error(http.MethodPost, "/api/v1/executions/"+id+"/cancel", nil, http.StatusConflict, "EXECUTION_IN_PROGRESS")
+		a.expectV1Error(http.MethodPost, "/api/v1/executions/"+id+"/cancel", nil, http.StatusConflict, "EXECUTION_ALREADY_FINISHED")
 	})
 }

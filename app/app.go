@@ -75,10 +75,13 @@ func NewLLM(cfg config.Config) (*llm.Router, error) {
 		bedrock = &llm.BedrockConfig{Endpoint: cfg.AWSBedrockEndpoint}
 	}
 	return llm.NewRouter(llm.RouterConfig{
-		Providers:         providers,
-		Models:            table,
-		DefaultModel:      cfg.LLMDefaultModel,
-		DefaultProvider:   cfg.LLMDefaultProvider,
+		Providers:       providers,
+		Models:          table,
+		DefaultModel:    cfg.LLMDefaultModel,
+		DefaultProvider: cfg.LLMDefaultProvider,
+		// Unresolved ("") counts as off: only `executor dev`, or an
+		// operator saying so, lets stand-in answers through.
+		NoOfflineFallback: !cfg.OfflineFallback(),
 		OfflineTokenDelay: cfg.OfflineTokenDelay,
 		// No client timeout: a stream lasts as long as the activity's
 		// start-to-close timeout allows, which cancels its context.
@@ -213,6 +216,7 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 	if router != nil {
 		runs.Models = router
 	}
+	runs.Metrics = o.metrics
 	var health api.HealthChecker
 	if tc != nil {
 		health = api.TemporalHealth(tc)

@@ -60,6 +60,12 @@ type Config struct {
 	LLMDefaultModel    string
 	LLMDefaultProvider string
 	OfflineTokenDelay  time.Duration
+	// LLMOfflineFallback is "true" or "false" once the command resolved it
+	// (ResolveCommandDefaults), "" before: whether models that route to no
+	// configured provider fall back to the built-in offline model. `dev`
+	// says yes, `serve` no, so production never answers with stand-in text
+	// the operator did not choose. Anything but "true" means no.
+	LLMOfflineFallback string
 	// LLMAllowedBaseURLs are the base URLs an agent's llm_config may name
 	// besides its provider's own; calls to them carry the provider's key.
 	LLMAllowedBaseURLs []string
@@ -129,8 +135,8 @@ const (
 )
 
 // ResolveCommandDefaults fills the settings whose default depends on the
-// command: the listen address and AUTH_MODE (off for dev, required for
-// serve).
+// command: the listen address, AUTH_MODE (off for dev, required for serve)
+// and LLM_OFFLINE_FALLBACK (true for dev, false for serve).
 func (c *Config) ResolveCommandDefaults(dev bool) {
 	if c.HTTPAddr == "" {
 		c.HTTPAddr = ServeHTTPAddr
@@ -144,7 +150,17 @@ func (c *Config) ResolveCommandDefaults(dev bool) {
 			c.AuthMode = AuthOff
 		}
 	}
+	if c.LLMOfflineFallback == "" {
+		c.LLMOfflineFallback = "false"
+		if dev {
+			c.LLMOfflineFallback = "true"
+		}
+	}
 }
+
+// OfflineFallback says whether models routed to no configured provider are
+// answered by the offline model (LLM_OFFLINE_FALLBACK, resolved).
+func (c Config) OfflineFallback() bool { return c.LLMOfflineFallback == "true" }
 
 // SSE_NOTIFY values.
 const (
@@ -229,7 +245,7 @@ var vars = []Var{
 	{"COMPATIBLE_API_KEY", "", "Key of the `compatible` provider, if it needs one.", func(c *Config, v string) error { c.CompatibleAPIKey = v; return nil }},
 	{"LLM_MODELS", "", "Model table: `model=provider[:upstream_model]`, comma-separated, e.g. `gemini-2.0-flash=openrouter:google/gemini-2.0-flash-001,gpt-4o=openai`. Models not listed go to `LLM_DEFAULT_PROVIDER`.", func(c *Config, v string) error { c.LLMModels = v; return nil }},
 	{"LLM_DEFAULT_MODEL", "gemini-2.0-flash", "Model of agents that name none (contract 002's default).", func(c *Config, v string) error { c.LLMDefaultModel = v; return nil }},
-	{"LLM_DEFAULT_PROVIDER", "", "Provider of models not in `LLM_MODELS`. Empty: the first configured of `openai`, `openrouter`, `compatible`; with none configured, the built-in `offline` model.", func(c *Config, v string) error { c.LLMDefaultProvider = v; return nil }},
+	{"LLM_DEFAULT_PROVIDER", "", "Provider of models not in `LLM_MODELS`. Empty: the first configured of `openai`, `openrouter`, `compatible`; with none configured, the built-in `offline` model if `LLM_OFFLINE_FALLBACK` allows it, else none (runs needing it are refused). `offline` chooses the offline model explicitly.", func(c *Config, v string) error { c.LLMDefaultProvider = v; return nil }},
 	{"LLM_ALLOWED_BASE_URLS", "", "Base URLs an agent's `llm_config.base_url` may name besides its provider's configured one (and `https://api.openai.com/v1` / `https://openrouter.ai/api/v1`, which mean the provider itself), comma-separated. Calls to them carry the provider's key; any other base URL is refused.", func(c *Config, v string) error { c.LLMAllowedBaseURLs = splitList(v); return nil }},
 	{"AWS_BEDROCK_ENABLED", "auto", "Configure the `aws_bedrock` provider: `true`, `false`, or `auto`: only when the environment holds AWS credentials (`AWS_ACCESS_KEY_ID` with `AWS_SECRET_ACCESS_KEY`, `AWS_PROFILE`, `AWS_BEARER_TOKEN_BEDROCK`, web identity or container credentials). Set `true` to use an EC2 instance role.", func(c *Config, v string) error {
 		switch v = strings.ToLower(strings.TrimSpace(v)); v {
@@ -240,6 +256,14 @@ var vars = []Var{
 		return fmt.Errorf("want auto, true or false, got %q", v)
 	}},
 	{"AWS_BEDROCK_ENDPOINT", "", "Endpoint of the `aws_bedrock` provider for every region, e.g. a VPC endpoint or a test fake. Empty: AWS's regional endpoints.", func(c *Config, v string) error { c.AWSBedrockEndpoint = v; return nil }},
+	{"LLM_OFFLINE_FALLBACK", "", "`true`: models that route to no configured provider are answered by the built-in `offline` model (placeholder text, results say `offline`); `false`: a run whose agents need such a model is refused at start with 400 `MISSING_API_KEY`. Empty: `true` for `executor dev`, `false` for `executor serve`. Choosing the offline model explicitly (`LLM_DEFAULT_PROVIDER=offline`, an `LLM_MODELS` entry `model=offline`, an agent's provider or model `offline`) works either way.", func(c *Config, v string) error {
+		switch v = strings.ToLower(strings.TrimSpace(v)); v {
+		case "", "true", "false":
+			c.LLMOfflineFallback = v
+			return nil
+		}
+		return fmt.Errorf("want true or false, got %q", v)
+	}},
 	{"OFFLINE_TOKEN_DELAY", "30ms", "Delay between the offline model's tokens, so its streaming can be watched.", durationVar(func(c *Config, d time.Duration) { c.OfflineTokenDelay = d })},
 	{"LLM_CALL_TIMEOUT", "5m", "Longest one LLM call (one activity attempt) may take.", durationVar(func(c *Config, d time.Duration) { c.LLMCallTimeout = d })},
 	{"LLM_HEARTBEAT_TIMEOUT", "15s", "An LLM call whose worker has not heartbeated for this long is retried elsewhere.", durationVar(func(c *Config, d time.Duration) { c.LLMHeartbeatTimeout = d })},

@@ -61,17 +61,25 @@ func TestCommandDefaults(t *testing.T) {
 		if c.HTTPAddr != tc.addr || c.AuthMode != tc.authMode {
 			t.Errorf("dev=%v: HTTP_ADDR %q, AUTH_MODE %q; want %q, %q", tc.dev, c.HTTPAddr, c.AuthMode, tc.addr, tc.authMode)
 		}
+		// dev answers with the offline model when no provider is
+		// configured; serve refuses such runs.
+		if c.OfflineFallback() != tc.dev {
+			t.Errorf("dev=%v: LLM_OFFLINE_FALLBACK %q", tc.dev, c.LLMOfflineFallback)
+		}
 	}
 	// What the environment sets wins.
 	c, err := load(func(k string) (string, bool) {
-		return map[string]string{"AUTH_MODE": "Required", "HTTP_ADDR": ":9999"}[k], true
+		return map[string]string{"AUTH_MODE": "Required", "HTTP_ADDR": ":9999", "LLM_OFFLINE_FALLBACK": "False"}[k], true
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.ResolveCommandDefaults(true)
-	if c.HTTPAddr != ":9999" || c.AuthMode != AuthRequired {
-		t.Errorf("set: HTTP_ADDR %q, AUTH_MODE %q", c.HTTPAddr, c.AuthMode)
+	if c.HTTPAddr != ":9999" || c.AuthMode != AuthRequired || c.OfflineFallback() {
+		t.Errorf("set: HTTP_ADDR %q, AUTH_MODE %q, LLM_OFFLINE_FALLBACK %q", c.HTTPAddr, c.AuthMode, c.LLMOfflineFallback)
+	}
+	if _, err := load(func(k string) (string, bool) { return map[string]string{"LLM_OFFLINE_FALLBACK": "maybe"}[k], true }); err == nil {
+		t.Error("LLM_OFFLINE_FALLBACK=maybe accepted")
 	}
 	if _, err := load(func(k string) (string, bool) { return map[string]string{"AUTH_MODE": "maybe"}[k], true }); err == nil {
 		t.Error("AUTH_MODE=maybe accepted")

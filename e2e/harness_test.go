@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 	temporallog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -33,6 +34,7 @@ import (
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
 	"github.com/op-stack/executor/store/storetest"
+	"github.com/op-stack/executor/telemetry"
 )
 
 var (
@@ -129,6 +131,13 @@ type envOptions struct {
 	noWorker    bool
 	databaseURL string
 	tweak       []func(*config.Config)
+	metrics     *prometheus.Registry
+}
+
+// withAPIMetrics makes the API record its metrics into reg and serve them
+// at GET /metrics, as `executor serve` does.
+func withAPIMetrics(reg *prometheus.Registry) envOption {
+	return func(o *envOptions) { o.metrics = reg }
 }
 
 // withDatabase runs the env on the PostgreSQL database at url.
@@ -211,6 +220,9 @@ func newEnv(t testing.TB, rules []llmfake.Rule, opts ...envOption) *testEnv {
 		t.Fatal(err)
 	}
 	apiOpts := []app.Option{app.WithNotifications(e.notes)}
+	if o.metrics != nil {
+		apiOpts = append(apiOpts, app.WithMetrics(telemetry.NewMetrics(o.metrics), telemetry.Handler(o.metrics)))
+	}
 	// As `executor serve` wires them: the identity provider's tokens when
 	// OIDC_* are set.
 	tokens, err := app.NewTokenVerifier(context.Background(), e.cfg)

@@ -3,10 +3,14 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/op-stack/executor/llm/llmfake"
 	"github.com/op-stack/executor/models"
@@ -14,9 +18,13 @@ import (
 
 // TestTerminate: `temporal workflow terminate` skips the workflow's own
 // cleanup; the run still ends failed in the database, with the reason, and
-// its stream ends with lifecycle.failed after the events it had.
+// its stream ends with lifecycle.failed after the events it had. That event
+// comes from "system" (the API wrote it: no agent decided the failure), and
+// the API counts the run in executor_runs_finished_total once, since no
+// worker wrote its end.
 func TestTerminate(t *testing.T) {
-	e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-SEARCHER": {{Hang: true}}}))
+	reg := prometheus.NewRegistry()
+	e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-SEARCHER": {{Hang: true}}}), withAPIMetrics(reg))
 	id := e.startRun(e.createHierarchy(referenceHierarchy()), "to be terminated")
 	waitFor(t, 30*time.Second, "the searcher's call", func() bool { return len(callsMatching(e.fake.Calls(), "W-SEARCHER")) > 0 })
 	streamed := make(chan []sseMessage, 1)
@@ -40,12 +48,38 @@ func TestTerminate(t *testing.T) {
 		if last.Type != "lifecycle.failed" || !strings.Contains(last.Event.Data["error"].(string), "operator stop") {
 			t.Errorf("stream ended with %s %+v", last.Type, last.Event.Data)
 		}
+		if last.Event.Source.AgentType != models.AgentTypeSystem || last.Event.Source.AgentID != "system" {
+			t.Errorf("lifecycle.failed of a terminated run from %+v, want system", last.Event.Source)
+		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the stream did not end after the termination")
 	}
 	// A replay of the whole stream from the database shows the same end.
 	again := e.streamAll(id)
 	checkLog(t, id, again)
+
+	// Counted once, however often the run is read (each read reconciles).
+	e.getRun(id)
+	resp, err := http.Get(e.rootURL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	metrics, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(metrics), `executor_runs_finished_total{status="failed"} 1`+"\n") {
+		t.Errorf("/metrics does not count the terminated run once:\n%s", grepLines(string(metrics), "executor_runs_finished"))
+	}
+}
+
+// grepLines are the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // TestSearchAttributes: runs are found by hierarchy id and status with the

@@ -263,9 +263,13 @@ func TestUnauthorizedFailsTheRun(t *testing.T) {
 	}
 }
 
+// maxAbandonDelay bounds the time from a cancel request to the in-flight
+// LLM request being abandoned (README: "within about a second").
+const maxAbandonDelay = 2500 * time.Millisecond
+
 // TestCancel cancels a run whose worker's LLM call hangs, through the API
-// and through the temporal CLI: the call is abandoned promptly and the run
-// ends cancelled.
+// and through the temporal CLI: the call is abandoned within
+// maxAbandonDelay and the run ends cancelled.
 func TestCancel(t *testing.T) {
 	for _, via := range []string{"api", "cli"} {
 		t.Run(via, func(t *testing.T) {
@@ -294,11 +298,20 @@ func TestCancel(t *testing.T) {
 			if v.Status != models.RunCancelled {
 				t.Fatalf("run ended %s: %s", v.Status, v.Error)
 			}
+			var call llmfake.Call
 			waitFor(t, 10*time.Second, "the hanging LLM request to be abandoned", func() bool {
-				calls := callsMatching(e.fake.Calls(), "W-SEARCHER")
-				return calls[0].Aborted
+				call = callsMatching(e.fake.Calls(), "W-SEARCHER")[0]
+				return call.Aborted
 			})
-			t.Logf("cancel via %s: run cancelled and LLM call abandoned %v after the request", via, time.Since(start).Round(time.Millisecond))
+			// The README says "within about a second": the call's heartbeat
+			// (every second) brings the cancellation to it. Measured where
+			// the fake saw the client go, not when this test polled; the
+			// bound leaves room for a loaded 2-core machine.
+			abandoned := call.FinishedAt.Sub(start)
+			t.Logf("cancel via %s: LLM call abandoned %v after the request", via, abandoned.Round(time.Millisecond))
+			if abandoned > maxAbandonDelay {
+				t.Errorf("cancel via %s: the LLM call was abandoned %v after the request, more than %v", via, abandoned.Round(time.Millisecond), maxAbandonDelay)
+			}
 			// Cancelling again is fine; the run stays cancelled.
 			e.mustPost("/runs/cancel", map[string]any{"id": id}, nil)
 		})
@@ -346,8 +359,9 @@ func TestRunsAPI(t *testing.T) {
 	if status, _ := e.post("/runs/list", map[string]any{"status": "weird"}); status != http.StatusBadRequest {
 		t.Errorf("bad status filter answered %d", status)
 	}
-	// A finished run cannot be cancelled.
-	if status, env := e.post("/runs/cancel", map[string]any{"id": first}); status != http.StatusConflict || env.Code != 40901 {
+	// A finished run cannot be cancelled: its own business code, the
+	// numeric code contract 002 clients already knew.
+	if status, env := e.post("/runs/cancel", map[string]any{"id": first}); status != http.StatusConflict || env.Code != 40901 || env.ErrorCode != "EXECUTION_ALREADY_FINISHED" {
 		t.Errorf("cancel a completed run: %d %+v", status, env)
 	}
 }

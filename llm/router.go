@@ -117,8 +117,16 @@ type RouterConfig struct {
 	// DefaultModel stands in for an empty model in a request.
 	DefaultModel string
 	// DefaultProvider serves models the table does not list. Empty means
-	// the first configured of openai, openrouter, compatible, else offline.
+	// the first configured of openai, openrouter, compatible, else offline
+	// (unless NoOfflineFallback). "offline" chooses the offline model.
 	DefaultProvider string
+	// NoOfflineFallback leaves models without a provider when none is
+	// configured and DefaultProvider is empty, instead of sending them to
+	// the offline model: Check then answers MISSING_API_KEY, so that a
+	// production service never completes runs with stand-in text nobody
+	// chose. The offline model stays available when asked for by name (the
+	// model or provider "offline", a table entry, DefaultProvider).
+	NoOfflineFallback bool
 	// OfflineTokenDelay paces the offline model's stream.
 	OfflineTokenDelay time.Duration
 	// HTTPClient is used by providers that have none of their own.
@@ -149,9 +157,19 @@ type RouteError struct {
 	Model    string
 	Provider string
 	Hint     string // how to configure the provider, may be empty
+	// Unrouted says the model goes to no provider at all: none is
+	// configured and the offline fallback is off.
+	Unrouted bool
 }
 
+// NoProviderHint says how to give a model a provider when none is
+// configured and the offline fallback is off.
+const NoProviderHint = "set OPENAI_API_KEY, OPENROUTER_API_KEY or COMPATIBLE_BASE_URL (or route it in LLM_MODELS), or choose the offline model explicitly (LLM_DEFAULT_PROVIDER=offline, LLM_OFFLINE_FALLBACK=true)"
+
 func (e *RouteError) Error() string {
+	if e.Unrouted {
+		return fmt.Sprintf("model %s routes to no configured provider: %s", e.Model, NoProviderHint)
+	}
 	if e.Provider == "" {
 		return "no model named and no default model configured"
 	}
@@ -256,7 +274,9 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	r.defaultModel = cfg.DefaultModel
 	r.defaultProvider = cfg.DefaultProvider
 	if r.defaultProvider == "" {
-		r.defaultProvider = OfflineProvider
+		if !cfg.NoOfflineFallback {
+			r.defaultProvider = OfflineProvider
+		}
 		for _, name := range defaultProviderOrder {
 			if r.clients[name] != nil {
 				r.defaultProvider = name
@@ -284,7 +304,8 @@ func redactURL(base string) string {
 // DefaultModel is the model used when a request names none.
 func (r *Router) DefaultModel() string { return r.defaultModel }
 
-// DefaultProvider is the provider of models the table does not list.
+// DefaultProvider is the provider of models the table does not list; ""
+// when there is none (no provider configured, no offline fallback).
 func (r *Router) DefaultProvider() string { return r.defaultProvider }
 
 // HasProvider tells whether a provider is configured ("offline" always is).
@@ -305,6 +326,8 @@ func (r *Router) Resolve(model string) (Route, error) {
 	case model == "" || model == OfflineProvider:
 		route = ModelRoute{Provider: OfflineProvider, UpstreamModel: OfflineProvider}
 		model = OfflineProvider
+	case r.defaultProvider == "":
+		return Route{}, &RouteError{Model: model, Unrouted: true}
 	default:
 		route = ModelRoute{Provider: r.defaultProvider, UpstreamModel: model}
 	}
@@ -535,6 +558,13 @@ func (r *Router) CheckRequest(req Request) error {
 	return nil
 }
 
+// RoutesOffline tells whether the request, as Stream would route it, goes
+// to the built-in offline model; false when it cannot be routed at all.
+func (r *Router) RoutesOffline(req Request) bool {
+	t, err := r.resolveRequest(req)
+	return err == nil && t.route.Offline
+}
+
 // checkError turns a resolution error into the *models.Error the API
 // answers with.
 func (r *Router) checkError(err error) error {
@@ -547,6 +577,8 @@ func (r *Router) checkError(err error) error {
 		return err
 	}
 	switch {
+	case re.Unrouted:
+		return &models.Error{Code: models.CodeMissingAPIKey, Field: "model", Message: re.Error(), Err: err}
 	case re.Provider == "":
 		return &models.Error{Code: models.CodeInvalidConfig, Field: "model", Message: re.Error(), Err: err}
 	case !r.knownProvider(re.Provider):
@@ -559,7 +591,8 @@ func (r *Router) checkError(err error) error {
 
 // Stream resolves the request and runs it on its provider, sending the
 // upstream model name but reporting the caller's model id, so usage and
-// events stay keyed by the names users gave. req.Provider, req.BaseURL and
+// events stay keyed by the names users gave; an answer of the offline model
+// reports "offline", the model that actually answered. req.Provider, req.BaseURL and
 // req.Region override the model table as Check describes; req.Region
 // applies to aws_bedrock only. A request that cannot be routed fails with
 // a non-retryable *Error wrapping the *RouteError or *models.Error.
@@ -596,6 +629,11 @@ func (r *Router) Stream(ctx context.Context, req Request, onDelta func(Delta)) (
 		return nil, err
 	}
 	resp.Model = route.Model
+	if route.Offline {
+		// The offline model answered, whatever the agent asked for:
+		// results and usage rows name the model that actually answered.
+		resp.Model = OfflineProvider
+	}
 	resp.Provider = route.Provider
 	return resp, nil
 }
@@ -655,8 +693,12 @@ func (r *Router) Describe() string {
 		sort.Strings(urls)
 		allowed = strings.Join(urls, ", ")
 	}
+	dp := r.defaultProvider
+	if dp == "" {
+		dp = "none (no provider configured, offline fallback off)"
+	}
 	return fmt.Sprintf("llm providers: %s; default provider: %s; default model: %s; model table: %s; allowed base URLs: %s",
-		strings.Join(providers, ", "), r.defaultProvider, dm, table, allowed)
+		strings.Join(providers, ", "), dp, dm, table, allowed)
 }
 
 // The clients are interchangeable behind Client.

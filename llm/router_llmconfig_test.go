@@ -121,10 +121,11 @@ func TestRouterPerAgentProvider(t *testing.T) {
 		t.Fatalf("%+v", resp)
 	}
 
-	// The offline model, asked for by provider.
+	// The offline model, asked for by provider: the answer names the model
+	// that gave it, not the one asked for.
 	req = simpleRequest("gpt-4o", "hi")
 	req.Provider = "offline"
-	if resp := stream(req); !resp.Offline || resp.Model != "gpt-4o" {
+	if resp := stream(req); !resp.Offline || resp.Model != "offline" {
 		t.Fatalf("%+v", resp)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/op-stack/executor/llm/llmfake"
+	"github.com/op-stack/executor/models"
 )
 
 func TestParseModelTable(t *testing.T) {
@@ -121,6 +122,61 @@ func TestResolve(t *testing.T) {
 	}
 	if want := "model gpt-4o routes to provider openai, which is not configured: set OPENAI_API_KEY"; err.Error() != want {
 		t.Fatalf("got %q\nwant %q", err.Error(), want)
+	}
+}
+
+// TestNoOfflineFallback: without a configured provider and without the
+// fallback (executor serve), a model goes nowhere and Check says
+// MISSING_API_KEY naming the model; the offline model chosen explicitly
+// still serves.
+func TestNoOfflineFallback(t *testing.T) {
+	r, err := NewRouter(RouterConfig{NoOfflineFallback: true, DefaultModel: "gemini-2.0-flash",
+		Models: map[string]ModelRoute{"cheap": {Provider: OfflineProvider}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.DefaultProvider() != "" {
+		t.Fatalf("default provider %q, want none", r.DefaultProvider())
+	}
+	for _, model := range []string{"", "gpt-4o"} {
+		err := r.Check(model, "", "")
+		var me *models.Error
+		if !errors.As(err, &me) || me.Code != models.CodeMissingAPIKey || me.Field != "model" {
+			t.Fatalf("%q: %v", model, err)
+		}
+		want := model
+		if want == "" {
+			want = "gemini-2.0-flash"
+		}
+		if !strings.Contains(me.Message, "model "+want+" routes to no configured provider") || !strings.Contains(me.Message, "OPENAI_API_KEY") {
+			t.Errorf("%q: message %q", model, me.Message)
+		}
+		if _, err := r.Stream(context.Background(), simpleRequest(model, "hi"), nil); err == nil {
+			t.Errorf("%q: streamed without a provider", model)
+		}
+	}
+	// Explicit choices of the offline model: by model id, table entry and
+	// provider.
+	for _, req := range []Request{{Model: "offline"}, {Model: "cheap"}, {Model: "gpt-4o", Provider: OfflineProvider}} {
+		if err := r.CheckRequest(req); err != nil {
+			t.Errorf("%+v: %v", req, err)
+		}
+		req.Messages = simpleRequest("", "hi").Messages
+		resp, err := r.Stream(context.Background(), req, nil)
+		if err != nil || !resp.Offline || resp.Model != "offline" {
+			t.Errorf("%+v: %+v %v", req, resp, err)
+		}
+	}
+	// LLM_DEFAULT_PROVIDER=offline chooses it for every model.
+	r, err = NewRouter(RouterConfig{NoOfflineFallback: true, DefaultProvider: OfflineProvider})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Check("gpt-4o", "", ""); err != nil {
+		t.Errorf("default provider offline: %v", err)
+	}
+	if !strings.Contains(r.Describe(), "default provider: offline") {
+		t.Error(r.Describe())
 	}
 }
 

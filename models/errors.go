@@ -43,6 +43,12 @@ var (
 	CodeExecutionTimeout      = Code{"EXECUTION_TIMEOUT", 50401, 504}
 )
 
+// CodeExecutionFinished refuses what only a live run allows (cancel). It
+// keeps EXECUTION_IN_PROGRESS's numeric code and HTTP status, which
+// contract 002 clients already switch on for "the run's state does not
+// allow this"; the business code says what happened.
+var CodeExecutionFinished = Code{"EXECUTION_ALREADY_FINISHED", 40901, 409}
+
 // AllCodes lists the vocabulary in the order the README documents it.
 func AllCodes() []Code {
 	return []Code{
@@ -50,7 +56,7 @@ func AllCodes() []Code {
 		CodeProviderNotSupported, CodeMissingAPIKey,
 		CodeInvalidAPIKey, CodePermissionDenied,
 		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeRouteNotFound,
-		CodeExecutionInProgress, CodeAlreadyExists, CodeIdempotencyKeyReused, CodeResourceLimitExceeded,
+		CodeExecutionInProgress, CodeExecutionFinished, CodeAlreadyExists, CodeIdempotencyKeyReused, CodeResourceLimitExceeded,
 		CodeUnsupportedMediaType, CodeRateLimited,
 		CodeSystemError, CodeExecutionFailed, CodeUnavailable, CodeExecutionTimeout,
 	}

@@ -100,6 +100,19 @@ type Hierarchy struct {
 	Teams            []Team    `json:"teams"`
 	CreatedAt        time.Time `json:"created_at"`
 	UpdatedAt        time.Time `json:"updated_at"`
+
+	// GlobalConfig is what spec 001's global_config said besides
+	// max_execution_time; nil when it said nothing.
+	GlobalConfig *GlobalConfig `json:"global_config,omitempty"`
+}
+
+// GlobalConfig holds spec 001's global_config settings that the engine
+// does not act on: every run streams its events, and the results' format
+// is chosen per results request. They are stored and echoed as sent, so a
+// client reads back what it wrote.
+type GlobalConfig struct {
+	EnableStreaming *bool  `json:"enable_streaming,omitempty"`
+	OutputFormat    string `json:"output_format,omitempty"`
 }
 
 // NewID returns a new random identifier (a UUID string) for hierarchies,

@@ -144,6 +144,11 @@ type RunInput struct {
 	// application-set message ids), under which the run's final answer is
 	// stored and streamed; empty: the workflow generates one.
 	AnswerMessageID string `json:"answer_message_id,omitempty"`
+	// OfflineAgents are the agent_ids whose calls the built-in offline
+	// model answers (chosen explicitly, or the dev fallback), as resolved
+	// at start: lifecycle.started says so, so that nobody mistakes its
+	// placeholder text for a model's work.
+	OfflineAgents []string `json:"offline_agents,omitempty"`
 	// State is the run's state carried across continue-as-new; nil when
 	// the run starts.
 	State *RunState `json:"state,omitempty"`
@@ -268,6 +273,10 @@ type RunResult struct {
 	Warnings    []string     `json:"warnings,omitempty"`
 	Errors      []ErrorInfo  `json:"errors,omitempty"`
 	Usage       Usage        `json:"usage"`
+	// Offline says some answer of the run came from the built-in offline
+	// model (placeholder text). The API sets it when it reads a run (from
+	// the run's usage records and workers); workflows leave it unset.
+	Offline bool `json:"offline,omitempty"`
 }
 
 // TeamInput starts a TeamWorkflow: one team turn.

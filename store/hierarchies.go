@@ -30,6 +30,7 @@ type hierarchyRow struct {
 	MaxParallelTeams        int
 	MaxExecutionTime        int
 	GlobalSettings          string
+	GlobalConfig            string // JSON of models.GlobalConfig; "{}" when none
 	CreatedAt               time.Time
 	UpdatedAt               time.Time
 }
@@ -299,6 +300,13 @@ func (s *Store) GetHierarchy(ctx context.Context, id string) (*models.Hierarchy,
 	if err := applySettings(&h.GlobalSupervisor, row.GlobalSettings, true); err != nil {
 		return nil, err
 	}
+	if row.GlobalConfig != "" && row.GlobalConfig != "{}" {
+		var gc models.GlobalConfig
+		if err := json.Unmarshal([]byte(row.GlobalConfig), &gc); err != nil {
+			return nil, fmt.Errorf("hierarchy %s global_config: %w", row.ID, err)
+		}
+		h.GlobalConfig = &gc
+	}
 	if row.Dependencies != "" && row.Dependencies != "{}" {
 		if err := json.Unmarshal([]byte(row.Dependencies), &h.Dependencies); err != nil {
 			return nil, fmt.Errorf("hierarchy %s dependencies: %w", id, err)
@@ -427,6 +435,7 @@ func toHierarchyRow(h *models.Hierarchy) hierarchyRow {
 		MaxParallelTeams:        h.MaxParallelTeams,
 		MaxExecutionTime:        h.MaxExecutionTime,
 		GlobalSettings:          settingsOf(gs, true),
+		GlobalConfig:            globalConfigOf(h.GlobalConfig),
 		ID:                      h.ID,
 		TenantID:                h.TenantID,
 		Name:                    h.Name,
@@ -454,4 +463,16 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// globalConfigOf is the global_config column of a hierarchy.
+func globalConfigOf(gc *models.GlobalConfig) string {
+	if gc == nil {
+		return "{}"
+	}
+	raw, err := json.Marshal(gc)
+	if err != nil {
+		return "{}"
+	}
+	return string(raw)
 }

@@ -146,6 +146,14 @@ func (s *Store) CountActiveRuns(ctx context.Context, tenant string) (int64, erro
 // status is never changed again, started_at is set once, and writing the
 // same update twice leaves the same row.
 func (s *Store) SetRunStatus(ctx context.Context, u models.RunStatusUpdate) error {
+	_, err := s.UpdateRunStatus(ctx, u)
+	return err
+}
+
+// UpdateRunStatus is SetRunStatus that also says whether this write changed
+// the run: false when the run was already terminal. Of several processes
+// finishing the same run, exactly one sees true, so it alone counts it.
+func (s *Store) UpdateRunStatus(ctx context.Context, u models.RunStatusUpdate) (bool, error) {
 	now := time.Now().UTC()
 	updates := map[string]any{"status": u.Status, "updated_at": now}
 	switch u.Status {
@@ -158,31 +166,31 @@ func (s *Store) SetRunStatus(ctx context.Context, u models.RunStatusUpdate) erro
 		if u.Result != nil {
 			raw, err := json.Marshal(u.Result)
 			if err != nil {
-				return err
+				return false, err
 			}
 			updates["result"] = string(raw)
 			updates["final_answer"] = withoutNUL(u.Result.FinalAnswer)
 		}
 	default:
-		return fmt.Errorf("unknown run status %q", u.Status)
+		return false, fmt.Errorf("unknown run status %q", u.Status)
 	}
 	res := s.db.WithContext(ctx).Model(&runRow{}).
 		Where("id = ? AND status NOT IN ?", u.RunID, []string{models.RunCompleted, models.RunFailed, models.RunCancelled, models.RunTimedOut}).
 		Updates(updates)
 	if res.Error != nil {
-		return res.Error
+		return false, res.Error
 	}
 	if res.RowsAffected == 0 {
 		// Either already terminal (a retry or a late update: fine) or unknown.
 		var n int64
 		if err := s.db.WithContext(ctx).Model(&runRow{}).Where("id = ?", u.RunID).Count(&n).Error; err != nil {
-			return err
+			return false, err
 		}
 		if n == 0 {
-			return models.Errorf(models.CodeExecutionNotFound, "run %q not found", u.RunID)
+			return false, models.Errorf(models.CodeExecutionNotFound, "run %q not found", u.RunID)
 		}
 	}
-	return nil
+	return res.RowsAffected > 0, nil
 }
 
 func (row runRow) toRun() (*Run, error) {
@@ -251,6 +259,14 @@ func LLMCallFromRecord(r models.LLMCallRecord) *LLMCall {
 }
 
 // LLMCalls returns a run's recorded calls in order.
+// RunUsedOffline tells whether any successful LLM call of the run was
+// answered by the built-in offline model (provider "offline").
+func (s *Store) RunUsedOffline(ctx context.Context, runID string) (bool, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Model(&LLMCall{}).Where("run_id = ? AND provider = ? AND status = ?", runID, "offline", "ok").Limit(1).Count(&n).Error
+	return n > 0, err
+}
+
 func (s *Store) LLMCalls(ctx context.Context, runID string) ([]LLMCall, error) {
 	var calls []LLMCall
 	err := s.db.WithContext(ctx).Where("run_id = ?", runID).Order("created_at, id").Find(&calls).Error

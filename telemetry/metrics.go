@@ -99,7 +99,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"model"}),
 		runsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "runs_finished_total",
-			Help: "Runs that reached a terminal status (completed, failed, cancelled, timed_out), counted by the worker that wrote it.",
+			Help: "Runs that reached a terminal status (completed, failed, cancelled, timed_out), counted by the worker that wrote it, or by the API process that ended a terminated or timed-out workflow's run.",
 		}, []string{"status"}),
 		streams: newStreamCollector(),
 	}

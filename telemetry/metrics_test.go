@@ -12,14 +12,38 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
+// TestNilMetricsRecordNothing: the tests and tools that wire no metrics
+// pass a nil *Metrics; every method must then neither panic nor record
+// anywhere, not even in Prometheus's default registry.
 func TestNilMetricsRecordNothing(t *testing.T) {
 	var m *Metrics
-	m.ObserveHTTP("GET", "/x", 200, time.Millisecond)
-	m.EventPublished("llm", "stream")
-	m.EventPublishFailed()
-	m.ObserveLLMCall(LLMCall{Model: "m", Outcome: OutcomeOK})
-	m.RunFinished("completed")
-	m.ObserveStreams(func() StreamCounts { return StreamCounts{} })
+	calls := map[string]func(){
+		"ObserveHTTP":        func() { m.ObserveHTTP("GET", "/x", 200, time.Millisecond) },
+		"EventPublished":     func() { m.EventPublished("llm", "stream") },
+		"EventPublishFailed": func() { m.EventPublishFailed() },
+		"ObserveLLMCall":     func() { m.ObserveLLMCall(LLMCall{Model: "m", Outcome: OutcomeOK}) },
+		"RunFinished":        func() { m.RunFinished("completed") },
+		"ObserveStreams":     func() { m.ObserveStreams(func() StreamCounts { return StreamCounts{Subscribers: 1} }) },
+	}
+	for name, call := range calls {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s on a nil *Metrics panicked: %v", name, r)
+				}
+			}()
+			call()
+		}()
+	}
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), Namespace+"_") {
+			t.Errorf("a nil *Metrics recorded %s in the default registry", mf.GetName())
+		}
+	}
 }
 
 func TestMetricsRecord(t *testing.T) {

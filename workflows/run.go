@@ -170,7 +170,15 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 		s.Status = models.RunRunning
 		now := workflow.Now(ctx)
 		s.StartedAt = &now
-		w.emit(ctx, gs, models.CategoryLifecycle, models.ActionStarted, map[string]any{"task": w.in.Task, "hierarchy_id": w.hier.ID})
+		started := map[string]any{"task": w.in.Task, "hierarchy_id": w.hier.ID}
+		if len(w.in.OfflineAgents) > 0 {
+			// Only runs started with the field have it, so replays of
+			// older histories emit what they emitted; the event log is
+			// data, not a command, so no version marker is needed.
+			started["offline"] = true
+			started["offline_agents"] = w.in.OfflineAgents
+		}
+		w.emit(ctx, gs, models.CategoryLifecycle, models.ActionStarted, started)
 		w.emit(ctx, systemSource(), models.CategorySystem, models.ActionTopology, topology(w.hier))
 		if err := w.setStatus(ctx, models.RunStatusUpdate{RunID: w.in.RunID, Status: models.RunRunning}); err != nil {
 			return nil, err

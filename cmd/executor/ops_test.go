@@ -306,7 +306,9 @@ func TestOperations(t *testing.T) {
 	worker := startOpsProcess(t, bin, append(offline,
 		fmt.Sprintf("TEMPORAL_ADDRESS=127.0.0.1:%d", grpcPort),
 		fmt.Sprintf("METRICS_ADDR=127.0.0.1:%d", metricsPort),
-		"SHUTDOWN_TIMEOUT=2s", "OTEL_TRACES_EXPORTER=",
+		// serve refuses stand-in answers unless told: this worker serves
+		// the offline model by choice.
+		"SHUTDOWN_TIMEOUT=2s", "OTEL_TRACES_EXPORTER=", "LLM_OFFLINE_FALLBACK=true",
 	), "serve", "-role", "worker")
 	wbase := fmt.Sprintf("http://127.0.0.1:%d", metricsPort)
 	waitFor(t, 30*time.Second, worker.exited, func() error {

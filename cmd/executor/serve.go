@@ -21,6 +21,7 @@ import (
 	"github.com/op-stack/executor/api"
 	"github.com/op-stack/executor/app"
 	"github.com/op-stack/executor/config"
+	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
 	"github.com/op-stack/executor/telemetry"
@@ -171,6 +172,14 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) err
 		return err
 	}
 	log.Info("LLM providers", "routing", router.Describe())
+	switch router.DefaultProvider() {
+	case "":
+		// Runs are refused at start rather than answered with stand-in
+		// text; say so once, where an operator looks first.
+		log.Warn("no LLM provider is configured: runs whose models need one are refused with MISSING_API_KEY; " + llm.NoProviderHint)
+	case llm.OfflineProvider:
+		log.Info("models without a provider are answered by the built-in offline model (placeholder text; results say offline)")
+	}
 	if metricsListen != "" {
 		ready := api.Readiness{Database: api.HealthCheckFunc(st.Ping), Temporal: api.TemporalHealth(tc)}
 		srv, addr, err := listenAndServe(metricsListen, api.OpsHandler(tel.MetricsHandler(), ready), errc)
