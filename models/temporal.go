@@ -28,6 +28,15 @@ const (
 	QueryProgress = "progress"
 	// QueryResult returns the run's RunResult so far (partial while it runs).
 	QueryResult = "result"
+	// UpdatePause and UpdateResume pause and resume a run (validated
+	// Temporal updates: the API gets a synchronous answer). A run's
+	// workflow also takes them as signals of the same names, for
+	// `temporal workflow signal --name pause`, and its sub-agent children
+	// take them as signals from the run.
+	UpdatePause  = "pause"
+	UpdateResume = "resume"
+	SignalPause  = "pause"
+	SignalResume = "resume"
 )
 
 // RunWorkflowID is the workflow ID of a run: "run-<run_id>". Activities
@@ -50,10 +59,13 @@ const (
 	// RunTimedOut ends a run that overran its max_execution_time; its
 	// partial results are kept (spec 001 EXECUTION_TIMEOUT).
 	RunTimedOut = "timed_out"
+	// RunPaused is a run held between steps: its in-flight LLM calls
+	// finish, nothing new starts until it is resumed.
+	RunPaused = "paused"
 )
 
 // RunStatuses lists every run status.
-var RunStatuses = []string{RunPending, RunRunning, RunCompleted, RunFailed, RunCancelled, RunTimedOut}
+var RunStatuses = []string{RunPending, RunRunning, RunPaused, RunCompleted, RunFailed, RunCancelled, RunTimedOut}
 
 // IsTerminal reports whether a run in this status will not change again.
 func IsTerminal(status string) bool {
@@ -106,6 +118,10 @@ type RunOptions struct {
 	// agent turns and sub-agents enforce MaxDelegationsPerTurn and
 	// MaxDelegationsPerRun (runs started before the caps do not).
 	DelegationCaps bool `json:"delegation_caps,omitempty"`
+	// Pausable is set by the run's workflow, never by the API: the run
+	// takes pause and resume, and its sub-agents hold between steps while
+	// it is paused (runs started before pause do not).
+	Pausable bool `json:"pausable,omitempty"`
 }
 
 // ModelFor is the model an agent's calls use: its own, else the run's

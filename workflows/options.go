@@ -120,6 +120,10 @@ const (
 	// turns and sub-agents in RunOptions.DelegationCaps, so a child's
 	// behaviour follows its input.
 	changeDelegationCaps = "delegation-caps"
+	// changePause: the run takes pause and resume (updates and signals)
+	// and holds its new steps while paused. Asked once at the run's start
+	// and carried in RunOptions.Pausable to its team turns and sub-agents.
+	changePause = "pause-resume"
 )
 
 // storeOutageLimit is how long a run waits for its database to come back

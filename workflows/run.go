@@ -36,6 +36,12 @@ type runWorkflow struct {
 	// delegations is the run's delegation budget, counting in
 	// state.Delegations; nil without the caps (changeDelegationCaps).
 	delegations *delegationBudget
+	// gate holds new steps while the run is paused; nil without pause
+	// (changePause).
+	gate *pauseGate
+	// statusBusy serializes status writes (pause and resume write from
+	// their handlers while the main coroutine may write too).
+	statusBusy bool
 }
 
 // RunWorkflow runs a hierarchy on a task: the global supervisor picks a
@@ -60,6 +66,11 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	w.in.Options.DeferWrites = workflow.GetVersion(ctx, changeAnswerSaveStep, workflow.DefaultVersion, 1) == 1
 	w.in.Options.DelegationCaps = workflow.GetVersion(ctx, changeDelegationCaps, workflow.DefaultVersion, 1) == 1
 	w.delegations = newDelegationBudget(w.in.Options, w.in.Options.MaxDelegationsPerRun, &w.state.Delegations)
+	w.in.Options.Pausable = workflow.GetVersion(ctx, changePause, workflow.DefaultVersion, 1) == 1
+	w.gate = newPauseGate(w.in.Options)
+	if w.gate != nil && w.state.Status == models.RunPaused {
+		w.gate.paused = true // paused across continue-as-new
+	}
 	if err := w.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -101,7 +112,7 @@ func (w *runWorkflow) setup(ctx workflow.Context) error {
 	// be after the main coroutine has already appended what must follow it.
 	w.signals = workflow.GetSignalChannel(ctx, models.SignalEvents)
 	workflow.Go(bg, w.persistLoop)
-	return nil
+	return w.setupPause(ctx)
 }
 
 // persistLoop stores the log's events in the database, in batches, through
@@ -146,6 +157,10 @@ func (w *runWorkflow) continueAsNewIfLong(ctx workflow.Context) error {
 	info := workflow.GetInfo(ctx)
 	if info.GetCurrentHistoryLength() < w.in.Options.ContinueAsNewAfter && !info.GetContinueAsNewSuggested() {
 		return nil
+	}
+	if w.gate != nil {
+		// A pause or resume in progress finishes in this execution.
+		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 	}
 	w.persistAll(ctx)
 	w.drainSignals()
@@ -192,6 +207,9 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 		return nil, temporal.NewNonRetryableApplicationError(s.Errors[0].Message, "TeamFailed", nil)
 	}
 
+	if err := w.gate.wait(work); err != nil {
+		return nil, err
+	}
 	s.ActiveAgentID = gs.AgentID
 	var final models.RespondResult
 	finalID := newMessageID(ctx)
@@ -275,6 +293,9 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 		if err := w.continueAsNewIfLong(ctx); err != nil {
 			return err
 		}
+		if err := w.gate.wait(ctx); err != nil {
+			return err
+		}
 		options := w.offerableTeams()
 		if len(options) == 0 {
 			return nil // every team is done, failed or blocked
@@ -355,8 +376,13 @@ func (w *runWorkflow) runParallel(ctx workflow.Context) error {
 				return err
 			}
 		}
+		if len(running) == 0 {
+			if err := w.gate.wait(ctx); err != nil {
+				return err
+			}
+		}
 		for _, name := range w.hier.ExecutionOrder {
-			if len(running) >= limit {
+			if len(running) >= limit || w.gate.held() {
 				break
 			}
 			if running[name] || w.teamStatus(name) != "" || !w.depsComplete(name) {
@@ -421,7 +447,7 @@ func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruc
 		done, settle := workflow.NewFuture(ctx)
 		sink := &runLogSink{w: w, id: models.TeamWorkflowID(w.in.RunID, s.Turns)}
 		workflow.Go(ctx, func(ctx workflow.Context) {
-			res, err := runTeamTurn(ctx, &TeamState{Input: in}, sink, w.delegations)
+			res, err := runTeamTurn(ctx, &TeamState{Input: in}, sink, w.delegations, w.gate)
 			settle.Set(res, err)
 		})
 		return startedTeam{future: done, output: output}
@@ -620,6 +646,16 @@ func (w *runWorkflow) fail(ctx workflow.Context, cause error) error {
 }
 
 func (w *runWorkflow) setStatus(ctx workflow.Context, u models.RunStatusUpdate) error {
+	if w.gate != nil {
+		// One write at a time, in the order they were decided; a pause or
+		// resume written after the end is left out.
+		_ = workflow.Await(ctx, func() bool { return !w.statusBusy })
+		if !models.IsTerminal(u.Status) && models.IsTerminal(w.state.Status) {
+			return nil
+		}
+		w.statusBusy = true
+		defer func() { w.statusBusy = false }()
+	}
 	if w.in.Options.SearchAttributes {
 		// Keeps `RunStatus="failed"` queries in the Web UI and the CLI right.
 		if err := workflow.UpsertTypedSearchAttributes(ctx, models.SearchRunStatus.ValueSet(u.Status)); err != nil {

@@ -34,12 +34,13 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 	// children, and those run without the delegation caps; with them, the
 	// turn would hold a budget of its own.
 	delegations := 0
-	return runTeamTurn(ctx, s, &s.Events, newDelegationBudget(in.Options, in.Options.MaxDelegationsPerRun, &delegations))
+	return runTeamTurn(ctx, s, &s.Events, newDelegationBudget(in.Options, in.Options.MaxDelegationsPerRun, &delegations), nil)
 }
 
 // runTeamTurn is one team turn, its events going to sink and its workers'
-// delegations counted in budget (nil: no delegation caps).
-func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *delegationBudget) (*models.TeamResult, error) {
+// delegations counted in budget (nil: no delegation caps); each step waits
+// at gate while the run is paused (nil: no pause).
+func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *delegationBudget, gate *pauseGate) (*models.TeamResult, error) {
 	in := s.Input
 	team := &s.Input.Team
 	root := &models.Hierarchy{GlobalSupervisor: models.Agent{AgentID: in.RootAgentID}}
@@ -58,6 +59,9 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 		if len(options) == 0 {
 			finished = true // prevent_duplicate: every worker has had its turn
 			break
+		}
+		if err := gate.wait(ctx); err != nil {
+			return nil, err
 		}
 		s.Iteration++
 		var d models.Decision
@@ -104,10 +108,13 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 		turn := &agentTurn{
 			RunID: in.RunID, Agent: *worker, Source: models.WorkerSource(root, team, worker), Task: in.Task,
 			Instruction: d.Instruction, Context: bounded(prior, in.Options), Purpose: models.PurposeWorker,
-			MessageID: newMessageID(ctx), Options: in.Options, Events: sink, Budget: budget,
+			MessageID: newMessageID(ctx), Options: in.Options, Events: sink, Budget: budget, Gate: gate,
 		}
 		if team.ShareContext {
 			turn.Context = bounded(concat(prior, workerItems(s.Outputs)), in.Options)
+		}
+		if err := gate.wait(ctx); err != nil {
+			return nil, err
 		}
 		tr, err := turn.run(ctx)
 		if err != nil {
