@@ -459,6 +459,19 @@ type DecideInput struct {
 	// (Events) rather than in a final signal: the caller appends them to
 	// the run's log itself.
 	ReturnEvents bool `json:"return_events,omitempty"`
+	// MaxTargets above 1 lets the global supervisor dispatch up to that
+	// many of the options at once (routed parallelism; the answer's
+	// "targets" list); Running names the teams still at work, which are
+	// not offered.
+	MaxTargets int      `json:"max_targets,omitempty"`
+	Running    []string `json:"running,omitempty"`
+}
+
+// DispatchTarget is one more team a decision dispatches, with its own
+// instruction (Decision.Also).
+type DispatchTarget struct {
+	Target      string `json:"target"`
+	Instruction string `json:"instruction"`
 }
 
 // Decision is a supervisor's validated choice. Target is always one of the
@@ -468,6 +481,10 @@ type Decision struct {
 	Target      string `json:"target"`
 	Instruction string `json:"instruction"`
 	Reason      string `json:"reason"`
+	// Also are the further options a decision with MaxTargets above 1
+	// dispatches at the same time as Target: distinct, offered, at most
+	// MaxTargets-1.
+	Also []DispatchTarget `json:"also,omitempty"`
 	// Warning explains a correction: the model named no valid option and
 	// the choice was repaired.
 	Warning string `json:"warning,omitempty"`

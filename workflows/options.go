@@ -124,6 +124,10 @@ const (
 	// and holds its new steps while paused. Asked once at the run's start
 	// and carried in RunOptions.Pausable to its team turns and sub-agents.
 	changePause = "pause-resume"
+	// changeRoutedParallel: in routed mode with max_parallel_teams above
+	// 1 the global supervisor may dispatch several ready teams at once
+	// (runRouted); it dispatched one at a time.
+	changeRoutedParallel = "routed-parallel"
 )
 
 // storeOutageLimit is how long a run waits for its database to come back

@@ -36,6 +36,9 @@ type runWorkflow struct {
 	// delegations is the run's delegation budget, counting in
 	// state.Delegations; nil without the caps (changeDelegationCaps).
 	delegations *delegationBudget
+	// routedParallel lets the global supervisor dispatch several teams at
+	// once in routed mode (changeRoutedParallel).
+	routedParallel bool
 	// gate holds new steps while the run is paused; nil without pause
 	// (changePause).
 	gate *pauseGate
@@ -68,6 +71,7 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	w.delegations = newDelegationBudget(w.in.Options, w.in.Options.MaxDelegationsPerRun, &w.state.Delegations)
 	w.in.Options.Pausable = workflow.GetVersion(ctx, changePause, workflow.DefaultVersion, 1) == 1
 	w.gate = newPauseGate(w.in.Options)
+	w.routedParallel = workflow.GetVersion(ctx, changeRoutedParallel, workflow.DefaultVersion, 1) == 1
 	if w.gate != nil && w.state.Status == models.RunPaused {
 		w.gate.paused = true // paused across continue-as-new
 	}
@@ -194,6 +198,8 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 	var err error
 	if w.hier.ExecutionMode == models.ExecutionModeParallel {
 		err = w.runParallel(work)
+	} else if limit := w.routedLimit(); limit > 1 {
+		err = w.runRouted(work, limit)
 	} else {
 		err = w.runSequential(work)
 	}
@@ -349,6 +355,145 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 	}
 	w.warn(ctx, gs, fmt.Sprintf("global supervisor reached its iteration limit (%d); writing the final answer from the work done so far", limit))
 	return nil
+}
+
+// routedLimit is how many teams the global supervisor may have at work at
+// once in routed mode: max_parallel_teams (the run's, else the
+// hierarchy's), 1 when unset or in runs from before routed parallelism.
+func (w *runWorkflow) routedLimit() int {
+	if !w.routedParallel {
+		return 1
+	}
+	limit := w.in.Options.MaxParallelTeams
+	if limit <= 0 {
+		limit = w.hier.MaxParallelTeams
+	}
+	return max(limit, 1)
+}
+
+// runRouted is the global supervisor's loop with max_parallel_teams above
+// 1: whenever a team may start (fewer than limit at work, a ready team not
+// at work, and none started since the last completion or nothing at work)
+// it is asked, told which teams are at work, and may dispatch several
+// ready teams at once, each with its own instruction, up to the free
+// places. The teams run at once as in parallel mode. Finishing while teams
+// are at work waits for them and asks again; finishing with none at work
+// ends the loop. Each decision is an iteration.
+func (w *runWorkflow) runRouted(ctx workflow.Context, limit int) error {
+	s := w.state
+	gs := models.GlobalSupervisorSource(w.hier)
+	iterations := w.hier.GlobalSupervisor.MaxIterations
+	if iterations <= 0 {
+		iterations = w.hier.MaxIterations
+	}
+	running := map[string]bool{}
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(w.signals, func(c workflow.ReceiveChannel, _ bool) { w.applyOne(ctx, c) })
+	var failure error
+	// ask says a decision is due: at the start, and after each completion.
+	ask := true
+	for {
+		if len(running) == 0 {
+			if err := w.continueAsNewIfLong(ctx); err != nil {
+				return err
+			}
+			if err := w.gate.wait(ctx); err != nil {
+				return err
+			}
+		}
+		var options []models.Option
+		for _, o := range w.offerableTeams() {
+			if !running[o.Name] {
+				options = append(options, o)
+			}
+		}
+		if ask && !w.gate.held() && len(running) < limit && len(options) > 0 && s.Iteration < iterations {
+			ask = false
+			s.Iteration++
+			s.CurrentWorker, s.ActiveAgentID = "", gs.AgentID
+			var d models.Decision
+			dctx := llmContext(ctx, w.in.Options, agentSummary("", w.hier.GlobalSupervisor, w.in.Options), w.hier.GlobalSupervisor)
+			err := w.await(ctx, workflow.ExecuteActivity(dctx, a.Decide, models.DecideInput{
+				RunID:        w.in.RunID,
+				Supervisor:   w.hier.GlobalSupervisor,
+				Source:       gs,
+				Task:         w.in.Task,
+				Options:      options,
+				Completed:    s.CompletedTeams,
+				Context:      bounded(teamItems(completedTeams(s.Teams)), w.in.Options),
+				AllowFinish:  len(s.CompletedTeams) > 0 || len(running) > 0,
+				Iteration:    s.Iteration,
+				RunOptions:   w.in.Options,
+				ReturnEvents: true,
+				DeferWrites:  w.in.Options.DeferWrites,
+				MaxTargets:   limit - len(running),
+				Running:      sortedNames(running),
+			}), &d)
+			if err != nil {
+				return llmError(err, gs, w.hier.GlobalSupervisor, w.in.Options)
+			}
+			w.applyReturned(d.Events)
+			if err := saveAnswer(ctx, w.in.Options, models.AnswerRecord{RunID: w.in.RunID, Calls: d.Calls}); err != nil {
+				return err
+			}
+			s.Usage = s.Usage.Add(d.Usage)
+			if d.Warning != "" {
+				w.warn(ctx, gs, d.Warning)
+			}
+			if d.Action == models.DecisionFinish && len(running) == 0 {
+				return nil
+			}
+			if d.Action == models.DecisionDispatch {
+				targets := append([]models.DispatchTarget{{Target: d.Target, Instruction: d.Instruction}}, d.Also...)
+				for _, t := range targets {
+					if len(running) >= limit || running[t.Target] {
+						continue
+					}
+					if !offered(options, t.Target) {
+						// Decide validates against the options it was given;
+						// this guards against an activity version that does not.
+						w.warn(ctx, gs, fmt.Sprintf("global supervisor chose %q, which was not offered; it was not dispatched", t.Target))
+						continue
+					}
+					one := d
+					one.Target, one.Instruction, one.Also = t.Target, t.Instruction, nil
+					kind, data := models.DispatchEvent(gs, options, one, s.Iteration)
+					w.emit(ctx, gs, kind.Category, kind.Action, data)
+					name := t.Target
+					running[name] = true
+					started := w.startTeam(ctx, findTeam(w.hier, name), t.Instruction)
+					sel.AddFuture(started.future, func(workflow.Future) {
+						out, err := w.finishTeam(ctx, started)
+						delete(running, name)
+						ask = true
+						if err != nil {
+							failure = err
+							return
+						}
+						w.recordTeam(ctx, out)
+					})
+				}
+			}
+		}
+		if len(running) == 0 {
+			if s.Iteration >= iterations && len(options) > 0 {
+				w.warn(ctx, gs, fmt.Sprintf("global supervisor reached its iteration limit (%d); writing the final answer from the work done so far", iterations))
+				return nil
+			}
+			if len(options) == 0 {
+				return nil // every team is done, failed or blocked
+			}
+			// A decision that dispatched nothing it could (a guard above
+			// warned): ask again; each ask is an iteration, so this ends.
+			ask = true
+			continue
+		}
+		s.CurrentTeam = strings.Join(sortedNames(running), ", ")
+		sel.Select(ctx)
+		if failure != nil {
+			return failure
+		}
+	}
 }
 
 // runParallel runs every team whose dependencies are complete at once, up
