@@ -168,6 +168,22 @@ type RunState struct {
 	// included, against RunOptions.MaxDelegationsPerRun; it is here so that
 	// continue-as-new carries it.
 	Delegations int `json:"delegations,omitempty"`
+	// Suspended are the team turns stopped between two of their steps so
+	// that the run could continue as new in the middle of them; the next
+	// execution carries on with them first.
+	Suspended []SuspendedTurn `json:"suspended,omitempty"`
+}
+
+// SuspendedTurn is a team turn stopped between two steps (before its
+// supervisor's next decision): everything it needs to carry on.
+type SuspendedTurn struct {
+	Output     TeamOutput     `json:"output"` // what was known when it started
+	Input      TeamInput      `json:"input"`
+	Iteration  int            `json:"iteration"`
+	Outputs    []WorkerOutput `json:"outputs"`
+	Dispatched []string       `json:"dispatched"`
+	Warnings   []string       `json:"warnings,omitempty"`
+	Usage      Usage          `json:"usage"`
 }
 
 // PersistEventsInput stores a run's events.
@@ -285,6 +301,9 @@ type TeamResult struct {
 	Output          TeamOutput `json:"output"`
 	Warnings        []string   `json:"warnings,omitempty"`
 	SupervisorUsage Usage      `json:"supervisor_usage"`
+	// Suspended is set, and nothing else, when the turn stopped between two
+	// steps for the run to continue as new.
+	Suspended *SuspendedTurn `json:"suspended,omitempty"`
 }
 
 // Progress is a run's position, from the QueryProgress query.

@@ -128,6 +128,11 @@ const (
 	// 1 the global supervisor may dispatch several ready teams at once
 	// (runRouted); it dispatched one at a time.
 	changeRoutedParallel = "routed-parallel"
+	// changeTurnContinueAsNew: a run whose history grows long in the
+	// middle of team turns stops them between two steps and continues as
+	// new carrying them (RunState.Suspended); it waited for the turns to
+	// end.
+	changeTurnContinueAsNew = "turn-continue-as-new"
 )
 
 // storeOutageLimit is how long a run waits for its database to come back

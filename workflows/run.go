@@ -39,6 +39,12 @@ type runWorkflow struct {
 	// routedParallel lets the global supervisor dispatch several teams at
 	// once in routed mode (changeRoutedParallel).
 	routedParallel bool
+	// turnContinueAsNew lets team turns stop between two steps for the run
+	// to continue as new (changeTurnContinueAsNew); draining is set once
+	// the history is long: turns stop at their next step, and nothing new
+	// starts until the run has continued as new.
+	turnContinueAsNew bool
+	draining          bool
 	// gate holds new steps while the run is paused; nil without pause
 	// (changePause).
 	gate *pauseGate
@@ -72,6 +78,7 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	w.in.Options.Pausable = workflow.GetVersion(ctx, changePause, workflow.DefaultVersion, 1) == 1
 	w.gate = newPauseGate(w.in.Options)
 	w.routedParallel = workflow.GetVersion(ctx, changeRoutedParallel, workflow.DefaultVersion, 1) == 1
+	w.turnContinueAsNew = w.inlineTeams && workflow.GetVersion(ctx, changeTurnContinueAsNew, workflow.DefaultVersion, 1) == 1
 	if w.gate != nil && w.state.Status == models.RunPaused {
 		w.gate.paused = true // paused across continue-as-new
 	}
@@ -158,8 +165,7 @@ func (w *runWorkflow) persistAll(ctx workflow.Context) {
 // the log is stored, so nothing is lost; activities signal by workflow ID,
 // so their next batches reach the new execution.
 func (w *runWorkflow) continueAsNewIfLong(ctx workflow.Context) error {
-	info := workflow.GetInfo(ctx)
-	if info.GetCurrentHistoryLength() < w.in.Options.ContinueAsNewAfter && !info.GetContinueAsNewSuggested() {
+	if !w.draining && !w.historyLong(ctx) {
 		return nil
 	}
 	if w.gate != nil {
@@ -179,6 +185,30 @@ func (w *runWorkflow) continueAsNewIfLong(ctx workflow.Context) error {
 	next := w.in
 	next.State = w.state
 	return workflow.NewContinueAsNewError(ctx, RunWorkflow, next)
+}
+
+// historyLong reports whether the execution's history has grown past
+// ContinueAsNewAfter, or Temporal suggests continuing as new.
+func (w *runWorkflow) historyLong(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	return info.GetCurrentHistoryLength() >= w.in.Options.ContinueAsNewAfter || info.GetContinueAsNewSuggested()
+}
+
+// suspendTurn is what a team turn asks between two steps: whether to stop
+// there for the run to continue as new (nil: never, in runs from before
+// changeTurnContinueAsNew). Once the history is long the run drains: every
+// turn stops at its next step, none starts, and when none is left in
+// flight the run continues as new carrying them (RunState.Suspended).
+func (w *runWorkflow) suspendTurn(ctx workflow.Context) func() bool {
+	if !w.turnContinueAsNew {
+		return nil
+	}
+	return func() bool {
+		if !w.draining && w.historyLong(ctx) {
+			w.draining = true
+		}
+		return w.draining
+	}
 }
 
 func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
@@ -295,6 +325,19 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 	if limit <= 0 {
 		limit = w.hier.MaxIterations
 	}
+	if len(s.Suspended) > 0 {
+		// The turn the previous execution stopped in the middle of.
+		t := s.Suspended[0]
+		s.Suspended = nil
+		out, err := w.finishTeam(ctx, w.resumeTeam(ctx, t))
+		if err != nil {
+			if errors.Is(err, errSuspended) {
+				return w.continueAsNewIfLong(ctx)
+			}
+			return err
+		}
+		w.recordTeam(ctx, out)
+	}
 	for s.Iteration < limit {
 		if err := w.continueAsNewIfLong(ctx); err != nil {
 			return err
@@ -349,6 +392,9 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 		team := findTeam(w.hier, d.Target)
 		out, err := w.finishTeam(ctx, w.startTeam(ctx, team, d.Instruction))
 		if err != nil {
+			if errors.Is(err, errSuspended) {
+				return w.continueAsNewIfLong(ctx)
+			}
 			return err
 		}
 		w.recordTeam(ctx, out)
@@ -392,6 +438,23 @@ func (w *runWorkflow) runRouted(ctx workflow.Context, limit int) error {
 	var failure error
 	// ask says a decision is due: at the start, and after each completion.
 	ask := true
+	watch := func(name string, started startedTeam) {
+		running[name] = true
+		sel.AddFuture(started.future, func(workflow.Future) {
+			out, err := w.finishTeam(ctx, started)
+			delete(running, name)
+			ask = true
+			if errors.Is(err, errSuspended) {
+				return
+			}
+			if err != nil {
+				failure = err
+				return
+			}
+			w.recordTeam(ctx, out)
+		})
+	}
+	w.resumeSuspended(ctx, watch)
 	for {
 		if len(running) == 0 {
 			if err := w.continueAsNewIfLong(ctx); err != nil {
@@ -407,7 +470,7 @@ func (w *runWorkflow) runRouted(ctx workflow.Context, limit int) error {
 				options = append(options, o)
 			}
 		}
-		if ask && !w.gate.held() && len(running) < limit && len(options) > 0 && s.Iteration < iterations {
+		if ask && !w.gate.held() && !w.draining && len(running) < limit && len(options) > 0 && s.Iteration < iterations {
 			ask = false
 			s.Iteration++
 			s.CurrentWorker, s.ActiveAgentID = "", gs.AgentID
@@ -459,23 +522,14 @@ func (w *runWorkflow) runRouted(ctx workflow.Context, limit int) error {
 					one.Target, one.Instruction, one.Also = t.Target, t.Instruction, nil
 					kind, data := models.DispatchEvent(gs, options, one, s.Iteration)
 					w.emit(ctx, gs, kind.Category, kind.Action, data)
-					name := t.Target
-					running[name] = true
-					started := w.startTeam(ctx, findTeam(w.hier, name), t.Instruction)
-					sel.AddFuture(started.future, func(workflow.Future) {
-						out, err := w.finishTeam(ctx, started)
-						delete(running, name)
-						ask = true
-						if err != nil {
-							failure = err
-							return
-						}
-						w.recordTeam(ctx, out)
-					})
+					watch(t.Target, w.startTeam(ctx, findTeam(w.hier, t.Target), t.Instruction))
 				}
 			}
 		}
 		if len(running) == 0 {
+			if w.draining {
+				continue // continues as new at the top
+			}
 			if s.Iteration >= iterations && len(options) > 0 {
 				w.warn(ctx, gs, fmt.Sprintf("global supervisor reached its iteration limit (%d); writing the final answer from the work done so far", iterations))
 				return nil
@@ -515,6 +569,22 @@ func (w *runWorkflow) runParallel(ctx workflow.Context) error {
 	// together, the events are applied before the completion.
 	sel.AddReceive(w.signals, func(c workflow.ReceiveChannel, _ bool) { w.applyOne(ctx, c) })
 	var failure error
+	watch := func(name string, started startedTeam) {
+		running[name] = true
+		sel.AddFuture(started.future, func(workflow.Future) {
+			out, err := w.finishTeam(ctx, started)
+			delete(running, name)
+			if errors.Is(err, errSuspended) {
+				return
+			}
+			if err != nil {
+				failure = err
+				return
+			}
+			w.recordTeam(ctx, out)
+		})
+	}
+	w.resumeSuspended(ctx, watch)
 	for {
 		if len(running) == 0 {
 			if err := w.continueAsNewIfLong(ctx); err != nil {
@@ -527,30 +597,23 @@ func (w *runWorkflow) runParallel(ctx workflow.Context) error {
 			}
 		}
 		for _, name := range w.hier.ExecutionOrder {
-			if len(running) >= limit || w.gate.held() {
+			if len(running) >= limit || w.gate.held() || w.draining {
 				break
 			}
 			if running[name] || w.teamStatus(name) != "" || !w.depsComplete(name) {
 				continue
 			}
 			team := findTeam(w.hier, name)
-			running[name] = true
 			s.Iteration++
 			w.emit(ctx, gs, models.CategoryDispatch, models.ActionTeam, map[string]any{
 				"team_name": name, "instruction": w.in.Task, "reason": "parallel mode: its dependencies are complete", "iteration": s.Iteration,
 			})
-			started := w.startTeam(ctx, team, w.in.Task)
-			sel.AddFuture(started.future, func(workflow.Future) {
-				out, err := w.finishTeam(ctx, started)
-				delete(running, name)
-				if err != nil {
-					failure = err
-					return
-				}
-				w.recordTeam(ctx, out)
-			})
+			watch(name, w.startTeam(ctx, team, w.in.Task))
 		}
 		if len(running) == 0 {
+			if w.draining {
+				continue // continues as new at the top
+			}
 			return nil
 		}
 		s.CurrentTeam = strings.Join(sortedNames(running), ", ")
@@ -587,15 +650,7 @@ func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruc
 	}
 	output := models.TeamOutput{Turn: s.Turns, TeamID: team.ID, TeamName: team.Name, Instruction: instruction, StartedAt: &now}
 	if w.inlineTeams {
-		// The turn runs here, in a coroutine: no child workflow to start and
-		// complete, and its events go straight into the run's log.
-		done, settle := workflow.NewFuture(ctx)
-		sink := &runLogSink{w: w, id: models.TeamWorkflowID(w.in.RunID, s.Turns)}
-		workflow.Go(ctx, func(ctx workflow.Context) {
-			res, err := runTeamTurn(ctx, &TeamState{Input: in}, sink, w.delegations, w.gate)
-			settle.Set(res, err)
-		})
-		return startedTeam{future: done, output: output}
+		return w.runInline(ctx, &TeamState{Input: in}, output)
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:          models.TeamWorkflowID(w.in.RunID, s.Turns),
@@ -604,6 +659,40 @@ func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruc
 		WaitForCancellation: true,
 	})
 	return startedTeam{future: workflow.ExecuteChildWorkflow(cctx, TeamWorkflow, in), output: output}
+}
+
+// runInline runs a team turn here, in a coroutine: no child workflow to
+// start and complete, and its events go straight into the run's log. A
+// turn that stops for continue-as-new settles with its state
+// (TeamResult.Suspended).
+func (w *runWorkflow) runInline(ctx workflow.Context, st *TeamState, output models.TeamOutput) startedTeam {
+	done, settle := workflow.NewFuture(ctx)
+	sink := &runLogSink{w: w, id: models.TeamWorkflowID(w.in.RunID, output.Turn)}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		res, err := runTeamTurn(ctx, st, sink, w.delegations, w.gate, w.suspendTurn(ctx))
+		if errors.Is(err, errSuspended) {
+			res, err = &models.TeamResult{Suspended: suspendedTurn(st, output)}, nil
+		}
+		settle.Set(res, err)
+	})
+	return startedTeam{future: done, output: output}
+}
+
+// resumeTeam carries on with a turn the previous execution stopped.
+func (w *runWorkflow) resumeTeam(ctx workflow.Context, t models.SuspendedTurn) startedTeam {
+	w.state.CurrentTeam, w.state.ActiveAgentID = t.Output.TeamName, t.Input.Team.Supervisor.AgentID
+	w.describe(ctx)
+	return w.runInline(ctx, resumedState(t), t.Output)
+}
+
+// resumeSuspended carries on with every turn the previous execution
+// stopped, handing each to watch.
+func (w *runWorkflow) resumeSuspended(ctx workflow.Context, watch func(string, startedTeam)) {
+	turns := w.state.Suspended
+	w.state.Suspended = nil
+	for _, t := range turns {
+		watch(t.Output.TeamName, w.resumeTeam(ctx, t))
+	}
 }
 
 // finishTeam waits for a team turn. A failed turn is an output with status
@@ -626,6 +715,11 @@ func (w *runWorkflow) finishTeam(ctx workflow.Context, t startedTeam) (models.Te
 		return out, nil
 	}
 	s := w.state
+	if res.Suspended != nil {
+		// Carried to the next execution, which carries on with it.
+		s.Suspended = append(s.Suspended, *res.Suspended)
+		return out, errSuspended
+	}
 	s.Warnings = append(s.Warnings, res.Warnings...)
 	for _, wo := range res.Output.Workers {
 		s.Usage = s.Usage.Add(wo.Usage)

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 
 	"go.temporal.io/sdk/workflow"
@@ -34,13 +35,16 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 	// children, and those run without the delegation caps; with them, the
 	// turn would hold a budget of its own.
 	delegations := 0
-	return runTeamTurn(ctx, s, &s.Events, newDelegationBudget(in.Options, in.Options.MaxDelegationsPerRun, &delegations), nil)
+	return runTeamTurn(ctx, s, &s.Events, newDelegationBudget(in.Options, in.Options.MaxDelegationsPerRun, &delegations), nil, nil)
 }
 
 // runTeamTurn is one team turn, its events going to sink and its workers'
 // delegations counted in budget (nil: no delegation caps); each step waits
-// at gate while the run is paused (nil: no pause).
-func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *delegationBudget, gate *pauseGate) (*models.TeamResult, error) {
+// at gate while the run is paused (nil: no pause). Before each decision
+// after its first step in this execution, the turn asks suspend (nil:
+// never) whether to stop there for the run to continue as new; it then
+// returns errSuspended, with s holding where it stopped.
+func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *delegationBudget, gate *pauseGate, suspend func() bool) (*models.TeamResult, error) {
 	in := s.Input
 	team := &s.Input.Team
 	root := &models.Hierarchy{GlobalSupervisor: models.Agent{AgentID: in.RootAgentID}}
@@ -54,7 +58,12 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 		prior = teamItems(in.PriorTeams) // a run started before PriorContext
 	}
 	finished := false
+	stepped := false
 	for s.Iteration < limit {
+		if suspend != nil && stepped && suspend() {
+			return nil, errSuspended
+		}
+		stepped = true
 		options := availableWorkers(team, s.Dispatched)
 		if len(options) == 0 {
 			finished = true // prevent_duplicate: every worker has had its turn
@@ -146,6 +155,22 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 		Warnings:        s.Warnings,
 		SupervisorUsage: s.Usage,
 	}, nil
+}
+
+// errSuspended ends a team turn stopped for the run to continue as new.
+var errSuspended = errors.New("team turn suspended for continue-as-new")
+
+// suspendedTurn is what a stopped turn carries to the next execution.
+func suspendedTurn(s *TeamState, output models.TeamOutput) *models.SuspendedTurn {
+	return &models.SuspendedTurn{
+		Output: output, Input: s.Input, Iteration: s.Iteration, Outputs: s.Outputs,
+		Dispatched: s.Dispatched, Warnings: s.Warnings, Usage: s.Usage,
+	}
+}
+
+// resumedState is a stopped turn's state again.
+func resumedState(t models.SuspendedTurn) *TeamState {
+	return &TeamState{Input: t.Input, Iteration: t.Iteration, Outputs: t.Outputs, Dispatched: t.Dispatched, Warnings: t.Warnings, Usage: t.Usage}
 }
 
 func availableWorkers(team *models.Team, dispatched []string) []models.Option {
