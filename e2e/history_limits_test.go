@@ -90,6 +90,25 @@ func TestHistoryLimitsWorstCase(t *testing.T) {
 		}
 	}
 
+	// Nothing was lost across the executions: the stored log is gap-free
+	// and holds every worker's whole answer.
+	text := map[string]int{}
+	for i, ev := range e.storedEvents(id) {
+		if ev.Sequence != int64(i+1) {
+			t.Fatalf("stored event %d has sequence %d", i, ev.Sequence)
+		}
+		if ev.Event.String() == "llm.stream" {
+			text[ev.Source.AgentID] += len(ev.Data["content"].(string))
+		}
+	}
+	for _, side := range []string{"left", "right"} {
+		for i := 1; i <= 5; i++ {
+			if got := text[fmt.Sprintf("w-%s-%d", side, i)]; got != len(long) {
+				t.Errorf("worker %s-%d streamed %d characters, want %d", side, i, got, len(long))
+			}
+		}
+	}
+
 	// Every execution: the run's continue-as-new chain and the sub-agents.
 	var resp []execution
 	waitFor(t, 10*time.Second, "visibility to list the executions", func() bool {
