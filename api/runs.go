@@ -56,6 +56,10 @@ func (in runIDInput) id() (string, error) {
 // queryTimeout bounds a workflow query made while answering a request.
 const queryTimeout = 3 * time.Second
 
+// controlTimeout bounds how long pause and resume wait for the run's
+// workflow to answer.
+const controlTimeout = 30 * time.Second
+
 // startRun stores a pending run and starts its workflow with a snapshot of
 // the hierarchy, so later edits never change a run in flight.
 func (s *Server) startRun(c *gin.Context) {
@@ -398,6 +402,10 @@ func (s *Server) setPaused(ctx context.Context, id string, paused bool) (string,
 	if paused {
 		name = models.UpdatePause
 	}
+	// The workflow answers within a workflow task; without a worker it
+	// never does, and the caller is told so rather than kept waiting.
+	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
 	handle, err := s.runs.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: run.WorkflowID, UpdateName: name, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
@@ -415,6 +423,9 @@ func (s *Server) setPaused(ctx context.Context, id string, paused bool) (string,
 			// The workflow's validator refused: the run has ended meanwhile,
 			// or started before pause was supported.
 			return "", models.Errorf(models.CodeExecutionInProgress, "run %q cannot be %s: %s", id, verb, appErr.Message())
+		}
+		if ctx.Err() != nil {
+			return "", &models.Error{Code: models.CodeUnavailable, Message: fmt.Sprintf("the run's workflow did not answer within %s: is a worker running?", controlTimeout), Err: err}
 		}
 		return "", &models.Error{Code: models.CodeUnavailable, Message: "could not reach the run's workflow: Temporal is unavailable", Err: err}
 	}
