@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
@@ -88,8 +89,11 @@ func TestContinueAsNewInsideParallelTurns(t *testing.T) {
 	f := &fakeActivities{decisions: scripts()}
 	env := newEnv(t, f)
 	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
-		if in.Agent.AgentID == "w-b" {
+		switch in.Agent.AgentID {
+		case "w-b":
 			env.SetContinueAsNewSuggested(true)
+		case "w-c":
+			time.Sleep(200 * time.Millisecond) // at work when the run starts draining
 		}
 		return &models.RespondResult{Output: "output of " + in.Agent.Name}, nil
 	}

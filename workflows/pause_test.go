@@ -183,3 +183,53 @@ func TestPauseSignalPausesToo(t *testing.T) {
 		t.Errorf("status = %+v", f.lastStatus())
 	}
 }
+
+// TestPauseReachesNestedSubAgents: the run is paused while a sub-agent of
+// a sub-agent makes its LLM call. The call finishes; its caller, a
+// sub-agent child workflow told by signal, makes no further call, nor
+// does the worker above it, until the run is resumed.
+func TestPauseReachesNestedSubAgents(t *testing.T) {
+	script := fanOut{calls: map[string]int{"w-writer": 1, "sa-h1": 1}, target: map[string]string{"w-writer": "h1", "sa-h1": "h2"}}
+	f := &fakeActivities{decisions: map[string][]models.Decision{"gs": {dispatch("writing", "go")}, "ts-w": {dispatch("writer", "go")}}}
+	env := newDelegationEnv(t, f, script)
+	var started, paused atomic.Bool
+	f.respond = func(ctx context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		if in.Agent.AgentID == "sa-h2" {
+			started.Store(true)
+			for !paused.Load() {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return script.respond(ctx, in)
+	}
+	var answers []string
+	var check func()
+	check = func() {
+		if !started.Load() {
+			env.RegisterDelayedCallback(check, time.Millisecond)
+			return
+		}
+		update(env, models.UpdatePause, &answers)
+		paused.Store(true)
+	}
+	env.RegisterDelayedCallback(check, time.Millisecond)
+	var atResume int
+	env.RegisterDelayedCallback(func() {
+		_, atResume = f.calls()
+		update(env, models.UpdateResume, &answers)
+	}, time.Hour)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(delegationHierarchy()))
+	mustComplete(t, env)
+	// Writer (delegates), h1 (delegates), h2: then nothing while paused.
+	if atResume != 3 {
+		t.Errorf("%d LLM calls when resumed, want 3", atResume)
+	}
+	// Then h1's and the writer's answers and the final answer.
+	if _, responds := f.calls(); responds != 6 {
+		t.Errorf("%d LLM calls in all, want 6", responds)
+	}
+	if got := strings.Join(answers, ","); got != "paused,running" {
+		t.Errorf("update answers = %s", got)
+	}
+}
