@@ -57,6 +57,11 @@ func TestPauseAndResume(t *testing.T) {
 	if len(list.Items) != 1 || list.Items[0].ID != id {
 		t.Errorf("runs/list status=paused: %+v", list.Items)
 	}
+	// The RunStatus search attribute follows (visibility is eventually
+	// consistent).
+	waitFor(t, 10*time.Second, "RunStatus=\"paused\" in visibility", func() bool {
+		return len(e.executions(`WorkflowId = '`+models.RunWorkflowID(id)+`' AND RunStatus = "paused"`)) == 1
+	})
 	// The searcher's call finishes (about 1.5 s); nothing starts after it.
 	time.Sleep(3 * time.Second)
 	if calls := e.fake.Calls(); len(calls) != paused {
