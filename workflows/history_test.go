@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,5 +127,39 @@ func TestContinueAsNewInsideParallelTurns(t *testing.T) {
 	}
 	if got := strings.Join(dispatched(f2, "dispatch.team"), ","); got != "d" {
 		t.Errorf("dispatched after the resume: %s", got)
+	}
+}
+
+// TestContinueAsNewAfterManySignals: however long its history is allowed
+// to grow, an execution that has taken continueAsNewSignals signals
+// (5,000, half Temporal's limit; 50 here) continues as new at its next
+// step.
+func TestContinueAsNewAfterManySignals(t *testing.T) {
+	f := &fakeActivities{decisions: map[string][]models.Decision{
+		"gs":   {dispatch("research", "find sources")},
+		"ts-r": {dispatch("searcher", "search")},
+	}}
+	var sent atomic.Bool
+	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		for in.Agent.AgentID == "w-search" && !sent.Load() {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return &models.RespondResult{Output: "output of " + in.Agent.Name}, nil
+	}
+	defer workflows.SetContinueAsNewSignals(50)()
+	env := newEnv(t, f)
+	env.RegisterDelayedCallback(func() {
+		for i := 1; i <= 50; i++ {
+			env.SignalWorkflow(models.SignalEvents, models.EventBatch{Producer: "p", Seq: i, Events: []models.Event{{RunID: "run-1",
+				Event: models.EventKind{Category: "llm", Action: "stream"}, Data: map[string]any{"content": "x"}}}})
+		}
+		sent.Store(true)
+	}, time.Millisecond)
+	in := runInput(testHierarchy())
+	in.Options.ContinueAsNewAfter = 1 << 30
+	env.ExecuteWorkflow(workflows.RunWorkflow, in)
+	next := continuedInput(t, env.GetWorkflowError())
+	if len(next.State.Suspended) != 1 || next.State.Suspended[0].Output.TeamName != "research" {
+		t.Fatalf("carried state = %+v", next.State)
 	}
 }

@@ -45,6 +45,9 @@ type runWorkflow struct {
 	// starts until the run has continued as new.
 	turnContinueAsNew bool
 	draining          bool
+	// signalsSeen counts the event batches (signals) this execution has
+	// received.
+	signalsSeen int
 	// gate holds new steps while the run is paused; nil without pause
 	// (changePause).
 	gate *pauseGate
@@ -187,11 +190,19 @@ func (w *runWorkflow) continueAsNewIfLong(ctx workflow.Context) error {
 	return workflow.NewContinueAsNewError(ctx, RunWorkflow, next)
 }
 
+// continueAsNewSignals is how many signals an execution takes before it
+// continues as new (with changeTurnContinueAsNew), whatever its length:
+// half Temporal's 10,000 per execution, the other half left for what the
+// turns in flight send while the run drains.
+var continueAsNewSignals = 5000
+
 // historyLong reports whether the execution's history has grown past
-// ContinueAsNewAfter, or Temporal suggests continuing as new.
+// ContinueAsNewAfter (or, in runs with changeTurnContinueAsNew, has taken
+// continueAsNewSignals signals), or Temporal suggests continuing as new.
 func (w *runWorkflow) historyLong(ctx workflow.Context) bool {
 	info := workflow.GetInfo(ctx)
-	return info.GetCurrentHistoryLength() >= w.in.Options.ContinueAsNewAfter || info.GetContinueAsNewSuggested()
+	return info.GetCurrentHistoryLength() >= w.in.Options.ContinueAsNewAfter || info.GetContinueAsNewSuggested() ||
+		(w.turnContinueAsNew && w.signalsSeen >= continueAsNewSignals)
 }
 
 // suspendTurn is what a team turn asks between two steps: whether to stop
@@ -985,6 +996,7 @@ func (w *runWorkflow) await(ctx workflow.Context, f workflow.Future, valuePtr an
 func (w *runWorkflow) applyOne(ctx workflow.Context, c workflow.ReceiveChannel) {
 	var batch models.EventBatch
 	c.Receive(ctx, &batch)
+	w.signalsSeen++
 	worker := w.state.CurrentWorker
 	w.applyBatch(batch)
 	if w.state.CurrentWorker != worker {
@@ -1023,6 +1035,7 @@ func (w *runWorkflow) drainSignals() {
 		if !w.signals.ReceiveAsync(&batch) {
 			return
 		}
+		w.signalsSeen++
 		w.applyBatch(batch)
 	}
 }
