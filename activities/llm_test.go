@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -114,6 +115,31 @@ func TestParseDecision(t *testing.T) {
 	in.AllowFinish = false
 	if _, err := parseDecision(`{"action":"finish"}`, in); err == nil || !strings.Contains(err.Error(), "not possible yet") {
 		t.Errorf("finishing before any work: %v", err)
+	}
+}
+
+// TestParseDecisionWithTargets: a decision that may dispatch several
+// (MaxTargets) reads the "targets" list, drops repeats and anything past
+// the limit, refuses a name not offered, and still takes a single target.
+func TestParseDecisionWithTargets(t *testing.T) {
+	in := teamDecideInput()
+	in.Options = append(in.Options, models.Option{Name: "writer"})
+	in.MaxTargets = 2
+	d, err := parseDecision(`{"action":"dispatch","targets":[{"target":"searcher","instruction":"look"},{"target":"searcher","instruction":"again"},{"team":"data analyst","instruction":"count"},{"target":"writer","instruction":"w"}],"reason":"r"}`, in)
+	if err != nil || d.Target != "searcher" || d.Instruction != "look" || len(d.Also) != 1 || d.Also[0] != (models.DispatchTarget{Target: "Data Analyst", Instruction: "count"}) {
+		t.Errorf("targets: %+v, %v", d, err)
+	}
+	if d, err := parseDecision(`{"action":"dispatch","target":"writer","instruction":"w"}`, in); err != nil || d.Target != "writer" || len(d.Also) != 0 {
+		t.Errorf("single target: %+v, %v", d, err)
+	}
+	if d, err := parseDecision(`{"action":"dispatch","targets":[{"target":"searcher"},{"target":"nobody"}]}`, in); err == nil {
+		t.Errorf("a target not offered was accepted: %+v", d)
+	}
+	var schema struct {
+		Required []string `json:"required"`
+	}
+	if err := json.Unmarshal(decisionSchema(in).Schema, &schema); err != nil || strings.Join(schema.Required, ",") != "action,targets,reason" {
+		t.Errorf("schema requires %v (%v)", schema.Required, err)
 	}
 }
 

@@ -25,6 +25,14 @@ func decisionMessages(in models.DecideInput, limit int) []llm.Message {
 			"or that the work is finished. Answer with one JSON object only: "+
 			`{"action": "dispatch" or "finish", "target": the %[1]s's exact name (empty when finishing), `+
 			`"instruction": what the %[1]s should do, "reason": why}.`, kind)
+	if in.MaxTargets > 1 {
+		system = strings.TrimSpace(in.Supervisor.SystemPrompt) + "\n\n" + fmt.Sprintf(
+			"You coordinate by deciding which %[1]ss act next and what each should do, or that the work is finished. "+
+				"%[1]ss you dispatch together work at the same time: dispatch several (at most %[2]d) only when they "+
+				"do not need each other's results. Answer with one JSON object only: "+
+				`{"action": "dispatch" or "finish", "targets": [{"target": a %[1]s's exact name, "instruction": what it should do}, …] `+
+				`(empty when finishing), "reason": why}.`, kind, in.MaxTargets)
+	}
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "Task: %s\n", in.Task)
@@ -40,6 +48,9 @@ func decisionMessages(in models.DecideInput, limit int) []llm.Message {
 	}
 	if len(in.Completed) > 0 {
 		fmt.Fprintf(&b, "\nAlready done: %s\n", strings.Join(in.Completed, ", "))
+	}
+	if len(in.Running) > 0 {
+		fmt.Fprintf(&b, "\nAt work now (their outputs come later): %s. Finishing now means waiting for them and deciding again.\n", strings.Join(in.Running, ", "))
 	}
 	writeContext(&b, in.Context, limit)
 	// The machine-readable state: real models read it as part of the
@@ -71,6 +82,22 @@ func decisionSchema(in models.DecideInput) *llm.JSONSchema {
 		"required":             []string{"action", "target", "instruction", "reason"},
 		"additionalProperties": false,
 	}
+	if in.MaxTargets > 1 {
+		schema["properties"] = map[string]any{
+			"action": map[string]any{"type": "string", "enum": actions},
+			"targets": map[string]any{"type": "array", "items": map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"target":      map[string]any{"type": "string", "enum": optionNames(in.Options)},
+					"instruction": map[string]any{"type": "string"},
+				},
+				"required":             []string{"target", "instruction"},
+				"additionalProperties": false,
+			}},
+			"reason": map[string]any{"type": "string"},
+		}
+		schema["required"] = []string{"action", "targets", "reason"}
+	}
 	raw, _ := json.Marshal(schema)
 	return &llm.JSONSchema{Name: "routing_decision", Schema: raw, Strict: true}
 }
@@ -86,6 +113,14 @@ type rawDecision struct {
 	Instruction   string `json:"instruction"`
 	Reason        string `json:"reason"`
 	Reasoning     string `json:"reasoning"`
+	// Targets is the list of a decision that may dispatch several
+	// (DecideInput.MaxTargets); each item's name in any of the fields.
+	Targets []struct {
+		Target      string `json:"target"`
+		Team        string `json:"team"`
+		Name        string `json:"name"`
+		Instruction string `json:"instruction"`
+	} `json:"targets"`
 }
 
 // parseDecision reads a model's answer tolerantly: JSON (bare or fenced,
@@ -101,13 +136,28 @@ func parseDecision(content string, in models.DecideInput) (models.Decision, erro
 			Instruction: strings.TrimSpace(raw.Instruction),
 			Reason:      strings.TrimSpace(firstNonBlank(raw.Reason, raw.Reasoning)),
 		}
+		var more []models.DispatchTarget
+		if in.MaxTargets > 1 {
+			for _, t := range raw.Targets {
+				target := firstNonBlank(t.Target, t.Team, t.Name)
+				if d.Target == "" {
+					d.Target, d.Instruction = target, firstNonBlank(t.Instruction, d.Instruction)
+					continue
+				}
+				more = append(more, models.DispatchTarget{Target: target, Instruction: strings.TrimSpace(t.Instruction)})
+			}
+		}
 		if d.Action == "" {
 			d.Action = models.DecisionDispatch
 			if isFinishWord(d.Target) {
 				d.Action = models.DecisionFinish
 			}
 		}
-		return validateDecision(d, in)
+		d, err := validateDecision(d, in)
+		if err != nil || d.Action != models.DecisionDispatch {
+			return d, err
+		}
+		return validateMore(d, more, in)
 	}
 	text := strings.TrimSpace(content)
 	if isFinishWord(text) {
@@ -137,6 +187,28 @@ func validateDecision(d models.Decision, in models.DecideInput) (models.Decision
 	d.Action, d.Target = models.DecisionDispatch, name
 	if d.Instruction == "" {
 		d.Instruction = in.Task
+	}
+	return d, nil
+}
+
+// validateMore adds the further targets of a decision that may dispatch
+// several: each must be offered; repeats are dropped, and so is anything
+// past MaxTargets.
+func validateMore(d models.Decision, more []models.DispatchTarget, in models.DecideInput) (models.Decision, error) {
+	seen := map[string]bool{d.Target: true}
+	for _, t := range more {
+		name := matchOption(t.Target, in.Options)
+		if name == "" {
+			return models.Decision{}, fmt.Errorf("%q is not one of the available %ss (%s)", t.Target, optionKind(in), strings.Join(optionNames(in.Options), ", "))
+		}
+		if seen[name] || len(d.Also)+1 >= in.MaxTargets {
+			continue
+		}
+		seen[name] = true
+		if t.Instruction == "" {
+			t.Instruction = in.Task
+		}
+		d.Also = append(d.Also, models.DispatchTarget{Target: name, Instruction: t.Instruction})
 	}
 	return d, nil
 }

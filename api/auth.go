@@ -99,6 +99,8 @@ func routeRules() map[string]rule {
 		"POST " + e + "/runs/get":          rr,
 		"POST " + e + "/runs/list":         rr,
 		"POST " + e + "/runs/cancel":       rw,
+		"POST " + e + "/runs/pause":        rw,
+		"POST " + e + "/runs/resume":       rw,
 		"POST " + e + "/runs/events":       rr,
 		"POST " + e + "/runs/messages":     rr,
 		"POST " + e + "/runs/stream":       rr,
@@ -126,6 +128,8 @@ func routeRules() map[string]rule {
 		"GET " + V1Prefix + "/executions/:id/results":         rr,
 		"POST " + V1Prefix + "/executions/:id/results/format": rw,
 		"POST " + V1Prefix + "/executions/:id/cancel":         rw,
+		"POST " + V1Prefix + "/executions/:id/pause":          rw,
+		"POST " + V1Prefix + "/executions/:id/resume":         rw,
 	}
 }
 

@@ -104,6 +104,10 @@ func (in runIDInput) id() (string, error) {
 // queryTimeout bounds a workflow query made while answering a request.
 const queryTimeout = 3 * time.Second
 
+// controlTimeout bounds how long pause and resume wait for the run's
+// workflow to answer.
+const controlTimeout = 30 * time.Second
+
 // startRun stores a pending run and starts its workflow with a snapshot of
 // the hierarchy, so later edits never change a run in flight.
 func (s *Server) startRun(c *gin.Context) {
@@ -492,6 +496,77 @@ func (s *Server) cancelRun(c *gin.Context) {
 		return
 	}
 	ok(c, gin.H{"id": id, "status": "cancelling"})
+}
+
+// pauseRun and resumeRun pause and resume a run (see setPaused).
+func (s *Server) pauseRun(c *gin.Context)  { s.setPausedRun(c, true) }
+func (s *Server) resumeRun(c *gin.Context) { s.setPausedRun(c, false) }
+
+func (s *Server) setPausedRun(c *gin.Context, paused bool) {
+	id, valid := readID[runIDInput](s, c)
+	if !valid {
+		return
+	}
+	status, err := s.setPaused(c.Request.Context(), id, paused)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ok(c, gin.H{"id": id, "status": status})
+}
+
+// setPaused pauses or resumes a run through its workflow's pause or resume
+// update and returns the run's status after: "paused" or "running".
+// Pausing a paused run, or resuming a running one, changes nothing and
+// answers the same; a run that has ended is a conflict. In-flight LLM
+// calls finish; nothing new starts until the run is resumed.
+func (s *Server) setPaused(ctx context.Context, id string, paused bool) (string, error) {
+	run, err := s.visibleRun(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	verb := "resumed"
+	if paused {
+		verb = "paused"
+	}
+	if models.IsTerminal(run.Status) {
+		return "", models.Errorf(models.CodeExecutionFinished, "run %q has already %s and cannot be %s", id, run.Status, verb)
+	}
+	if s.runs == nil || s.runs.Temporal == nil {
+		return "", models.Errorf(models.CodeUnavailable, "runs are not controlled by this process")
+	}
+	name := models.UpdateResume
+	if paused {
+		name = models.UpdatePause
+	}
+	// The workflow answers within a workflow task; without a worker it
+	// never does, and the caller is told so rather than kept waiting.
+	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
+	handle, err := s.runs.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: run.WorkflowID, UpdateName: name, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var status string
+	if err == nil {
+		err = handle.Get(ctx, &status)
+	}
+	if err != nil {
+		var notFound *serviceerror.NotFound
+		var appErr *temporal.ApplicationError
+		switch {
+		case errors.As(err, &notFound):
+			return "", models.Errorf(models.CodeExecutionFinished, "run %q is no longer running", id)
+		case errors.As(err, &appErr):
+			// The workflow's validator refused: the run has ended meanwhile,
+			// or started before pause was supported.
+			return "", models.Errorf(models.CodeExecutionInProgress, "run %q cannot be %s: %s", id, verb, appErr.Message())
+		}
+		if ctx.Err() != nil {
+			return "", &models.Error{Code: models.CodeUnavailable, Message: fmt.Sprintf("the run's workflow did not answer within %s: is a worker running?", controlTimeout), Err: err}
+		}
+		return "", &models.Error{Code: models.CodeUnavailable, Message: "could not reach the run's workflow: Temporal is unavailable", Err: err}
+	}
+	return status, nil
 }
 
 func oneLine(s string, n int) string {

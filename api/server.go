@@ -147,6 +147,8 @@ func NewServer(opts Options) *Server {
 	runs.POST("/get", s.getRun)
 	runs.POST("/list", s.listRuns)
 	runs.POST("/cancel", s.cancelRun)
+	runs.POST("/pause", s.pauseRun)
+	runs.POST("/resume", s.resumeRun)
 	runs.POST("/events", s.listEvents)
 	runs.POST("/messages", s.listMessages)
 	runs.POST("/stream", s.streamRunPOST)

@@ -31,6 +31,8 @@ const (
 	CodeExecutionInfoRetrieved    = "EXECUTION_INFO_RETRIEVED"
 	CodeExecutionCompleted        = "EXECUTION_COMPLETED"
 	CodeExecutionCancelled        = "EXECUTION_CANCELLED"
+	CodeExecutionPaused           = "EXECUTION_PAUSED"
+	CodeExecutionResumed          = "EXECUTION_RESUMED"
 	CodeResultsRetrieved          = "RESULTS_RETRIEVED"
 	CodeFormattedResultsGenerated = "FORMATTED_RESULTS_GENERATED"
 )
@@ -53,6 +55,8 @@ func (s *Server) routeV1(g *gin.RouterGroup) {
 	ex.GET("/:id/results", s.v1Results)
 	ex.POST("/:id/results/format", s.requireRuns, s.v1FormatResults)
 	ex.POST("/:id/cancel", s.requireRuns, s.v1Cancel)
+	ex.POST("/:id/pause", s.requireRuns, s.v1Pause)
+	ex.POST("/:id/resume", s.requireRuns, s.v1Resume)
 }
 
 // okV1 writes spec 001's success envelope.
@@ -305,6 +309,34 @@ func (s *Server) v1Cancel(c *gin.Context) {
 		return
 	}
 	okV1(c, CodeExecutionCancelled, "execution cancellation requested", gin.H{"execution_id": id, "status": status})
+}
+
+func (s *Server) v1Pause(c *gin.Context)  { s.v1SetPaused(c, true) }
+func (s *Server) v1Resume(c *gin.Context) { s.v1SetPaused(c, false) }
+
+// v1SetPaused pauses or resumes an execution (see setPaused); the body,
+// if any, is ignored.
+func (s *Server) v1SetPaused(c *gin.Context, paused bool) {
+	id, err := pathID(c, "execution_id")
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	var ignored struct{}
+	if err := decodeOptionalJSON(c, &ignored); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	status, err := s.setPaused(c.Request.Context(), id, paused)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	code, msg := CodeExecutionResumed, "execution resumed"
+	if paused {
+		code, msg = CodeExecutionPaused, "execution paused"
+	}
+	okV1(c, code, msg, gin.H{"execution_id": id, "status": status})
 }
 
 // cancelRunByID asks a run's workflow to cancel and returns the status to

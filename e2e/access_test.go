@@ -173,6 +173,8 @@ func routeCases() map[string]routeCase {
 		"POST " + e + "/runs/get":          runBody("/runs/get"),
 		"POST " + e + "/runs/list":         {list: true, build: body(e+"/runs/list", map[string]any{})},
 		"POST " + e + "/runs/cancel":       runBody("/runs/cancel"),
+		"POST " + e + "/runs/pause":        runBody("/runs/pause"),
+		"POST " + e + "/runs/resume":       runBody("/runs/resume"),
 		"POST " + e + "/runs/events":       runBody("/runs/events"),
 		"POST " + e + "/runs/messages":     runBody("/runs/messages"),
 		"POST " + e + "/runs/stream":       runBody("/runs/stream"),
@@ -228,6 +230,12 @@ func routeCases() map[string]routeCase {
 		}),
 		"POST " + v1 + "/executions/:id/cancel": obj(func(f accessFixture) (string, any) {
 			return v1 + "/executions/" + f.run + "/cancel", nil
+		}),
+		"POST " + v1 + "/executions/:id/pause": obj(func(f accessFixture) (string, any) {
+			return v1 + "/executions/" + f.run + "/pause", nil
+		}),
+		"POST " + v1 + "/executions/:id/resume": obj(func(f accessFixture) (string, any) {
+			return v1 + "/executions/" + f.run + "/resume", nil
 		}),
 	}
 }

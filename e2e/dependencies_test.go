@@ -126,3 +126,74 @@ func TestDependenciesRejected(t *testing.T) {
 		t.Errorf("execution_order by ids = %s", got)
 	}
 }
+
+// TestRoutedParallelTeams runs the diamond in the default routed mode
+// through spec 001's execute with execution_config.max_parallel_teams 2:
+// the global supervisor dispatches analysis and design in one decision
+// (its schema offers a "targets" list), they run at the same time, and
+// report, which needs both, is offered and dispatched once both are done.
+func TestRoutedParallelTeams(t *testing.T) {
+	targets := func(names ...string) string {
+		var items []string
+		for _, n := range names {
+			items = append(items, fmt.Sprintf(`{"target":%q,"instruction":"work on %s"}`, n, n))
+		}
+		return `{"action":"dispatch","targets":[` + strings.Join(items, ",") + `],"reason":"ready"}`
+	}
+	rules := append([]llmfake.Rule{{Name: "global decisions", SystemContains: "GS-DIAMOND", HasJSONSchema: true, Responses: contentResponses(
+		targets("research"),
+		targets("analysis", "design"),
+		`{"action":"finish","targets":[],"reason":"wait for the other"}`,
+		targets("report"),
+		`{"action":"finish","targets":[],"reason":"done"}`,
+	)}}, diamondRules()...)
+	e := newEnv(t, rules)
+	hid := e.createHierarchy(diamondHierarchy("sequential"))
+	var started struct {
+		ExecutionID string `json:"execution_id"`
+	}
+	e.mustV1("POST", "/hierarchical-teams/"+hid+"/execute", map[string]any{"task": "diamond", "execution_config": map[string]any{"max_parallel_teams": 2}}, "EXECUTION_STARTED", &started)
+	v := e.waitRun(started.ExecutionID, time.Minute)
+	if v.Status != models.RunCompleted {
+		t.Fatalf("run ended %s: %s", v.Status, v.Error)
+	}
+	byName := map[string]models.TeamOutput{}
+	for _, tm := range v.Result.Teams {
+		byName[tm.TeamName] = tm
+	}
+	r, a, d, rep := byName["research"], byName["analysis"], byName["design"], byName["report"]
+	for _, tm := range []models.TeamOutput{r, a, d, rep} {
+		if tm.Status != models.TeamCompleted || tm.StartedAt == nil || tm.CompletedAt == nil {
+			t.Fatalf("team = %+v (teams %+v)", tm, v.Result.Teams)
+		}
+	}
+	if a.StartedAt.Before(*r.CompletedAt) || d.StartedAt.Before(*r.CompletedAt) {
+		t.Error("a middle team started before research completed")
+	}
+	if !a.StartedAt.Before(*d.CompletedAt) || !d.StartedAt.Before(*a.CompletedAt) {
+		t.Errorf("analysis (%v–%v) and design (%v–%v) did not run at the same time", a.StartedAt, a.CompletedAt, d.StartedAt, d.CompletedAt)
+	}
+	if rep.StartedAt.Before(*a.CompletedAt) || rep.StartedAt.Before(*d.CompletedAt) {
+		t.Error("report started before its dependencies completed")
+	}
+	decisions := callsMatching(e.fake.Calls(), "GS-DIAMOND")
+	// Each decision may dispatch as many teams as there are free places:
+	// two (a "targets" list), except the third, with one team at work.
+	var lists []bool
+	for _, c := range decisions {
+		if c.JSONSchemaName != "" {
+			lists = append(lists, strings.Contains(string(c.JSONSchema), `"targets"`))
+		}
+	}
+	if fmt.Sprint(lists) != "[true true false true true]" {
+		t.Errorf("decisions offering a list of teams: %v", lists)
+	}
+	// The third decision, with one middle team still at work, is told so
+	// and is not offered report.
+	if len(decisions) > 2 {
+		u := lastUser(decisions[2])
+		if !strings.Contains(u, "At work now") || strings.Contains(u, "- report:") {
+			t.Errorf("third decision's prompt: %s", u)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/llm/llmfake"
 	"github.com/op-stack/executor/models"
 )
@@ -69,6 +70,38 @@ func TestRecordReplayHistories(t *testing.T) {
 		e.waitRun(id, time.Minute)
 		e.exportRun(t, id, dir("tools"))
 	})
+	t.Run("paused", func(t *testing.T) {
+		e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-SEARCHER": {{Content: strings.Repeat("paper ", 20), TokenDelay: 20 * time.Millisecond}}}))
+		id := e.startRun(e.createHierarchy(referenceHierarchy()), "record pause")
+		waitFor(t, 30*time.Second, "the searcher's call", func() bool { return len(callsMatching(e.fake.Calls(), "W-SEARCHER")) > 0 })
+		e.mustPost("/runs/pause", map[string]any{"id": id}, nil)
+		time.Sleep(time.Second)
+		e.mustPost("/runs/resume", map[string]any{"id": id}, nil)
+		e.waitRun(id, time.Minute)
+		e.exportRun(t, id, dir("paused"))
+	})
+	t.Run("routed", func(t *testing.T) {
+		rules := append([]llmfake.Rule{{SystemContains: "GS-DIAMOND", HasJSONSchema: true, Responses: contentResponses(
+			`{"action":"dispatch","targets":[{"target":"research","instruction":"r"}],"reason":"first"}`,
+			`{"action":"dispatch","targets":[{"target":"analysis","instruction":"a"},{"target":"design","instruction":"d"}],"reason":"both"}`,
+			`{"action":"finish","targets":[],"reason":"wait"}`,
+			`{"action":"dispatch","targets":[{"target":"report","instruction":"rep"}],"reason":"last"}`,
+			`{"action":"finish","targets":[],"reason":"done"}`)}}, diamondRules()...)
+		e := newEnv(t, rules)
+		var out struct {
+			ID string `json:"id"`
+		}
+		e.mustPost("/runs/start", map[string]any{"hierarchy_id": e.createHierarchy(diamondHierarchy("sequential")), "task": "record routed", "execution_config": map[string]any{"max_parallel_teams": 2}}, &out)
+		e.waitRun(out.ID, time.Minute)
+		e.exportRun(t, out.ID, dir("routed"))
+	})
+	t.Run("continued", func(t *testing.T) {
+		// Continue-as-new inside the research turn.
+		e := newEnv(t, referenceRules(nil), withConfig(func(c *config.Config) { c.ContinueAsNewAfter = 40 }))
+		id := e.startRun(e.createHierarchy(referenceHierarchy()), "record continue-as-new")
+		e.waitRun(id, time.Minute)
+		e.exportRun(t, id, dir("continued"))
+	})
 	t.Run("retry", func(t *testing.T) {
 		full := strings.Repeat("complete ", 20)
 		e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-WRITER": {{Content: full, DropAfterChunks: 6}, {Content: full}}}))
@@ -93,6 +126,7 @@ func (e *testEnv) exportRun(t *testing.T, runID, dir string) {
 		t.Fatal(err)
 	}
 	prefix := models.RunWorkflowID(runID)
+	seen := map[string]bool{}
 	for _, info := range resp.Executions {
 		id := info.GetExecution().GetWorkflowId()
 		out, err := exec.Command(temporalCLI, "workflow", "show", "--workflow-id", id, "--run-id", info.GetExecution().GetRunId(),
@@ -104,6 +138,11 @@ func (e *testEnv) exportRun(t *testing.T, runID, dir string) {
 		if name == "" {
 			name = "run"
 		}
+		if seen[name] {
+			// Another execution of a workflow that continued as new.
+			name += "-" + info.GetExecution().GetRunId()[:8]
+		}
+		seen[name] = true
 		if err := os.WriteFile(filepath.Join(dir, name+".json"), out, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,8 @@ const (
 	ActionCompleted  = "completed"
 	ActionFailed     = "failed"
 	ActionCancelled  = "cancelled"
+	ActionPaused     = "paused"
+	ActionResumed    = "resumed"
 	ActionStream     = "stream"
 	ActionReasoning  = "reasoning"
 	ActionToolCall   = "tool_call"

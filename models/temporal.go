@@ -28,6 +28,15 @@ const (
 	QueryProgress = "progress"
 	// QueryResult returns the run's RunResult so far (partial while it runs).
 	QueryResult = "result"
+	// UpdatePause and UpdateResume pause and resume a run (validated
+	// Temporal updates: the API gets a synchronous answer). A run's
+	// workflow also takes them as signals of the same names, for
+	// `temporal workflow signal --name pause`, and its sub-agent children
+	// take them as signals from the run.
+	UpdatePause  = "pause"
+	UpdateResume = "resume"
+	SignalPause  = "pause"
+	SignalResume = "resume"
 )
 
 // RunWorkflowID is the workflow ID of a run: "run-<run_id>". Activities
@@ -50,10 +59,13 @@ const (
 	// RunTimedOut ends a run that overran its max_execution_time; its
 	// partial results are kept (spec 001 EXECUTION_TIMEOUT).
 	RunTimedOut = "timed_out"
+	// RunPaused is a run held between steps: its in-flight LLM calls
+	// finish, nothing new starts until it is resumed.
+	RunPaused = "paused"
 )
 
 // RunStatuses lists every run status.
-var RunStatuses = []string{RunPending, RunRunning, RunCompleted, RunFailed, RunCancelled, RunTimedOut}
+var RunStatuses = []string{RunPending, RunRunning, RunPaused, RunCompleted, RunFailed, RunCancelled, RunTimedOut}
 
 // IsTerminal reports whether a run in this status will not change again.
 func IsTerminal(status string) bool {
@@ -123,6 +135,10 @@ type RunOptions struct {
 	// failed team turn keeps its finished workers' outputs in the run's
 	// result, marked partial.
 	PartialResults bool `json:"partial_results,omitempty"`
+	// Pausable is set by the run's workflow, never by the API: the run
+	// takes pause and resume, and its sub-agents hold between steps while
+	// it is paused (runs started before pause do not).
+	Pausable bool `json:"pausable,omitempty"`
 }
 
 // ModelFor is the model an agent's calls use: its own, else the run's
@@ -178,6 +194,22 @@ type RunState struct {
 	// included, against RunOptions.MaxDelegationsPerRun; it is here so that
 	// continue-as-new carries it.
 	Delegations int `json:"delegations,omitempty"`
+	// Suspended are the team turns stopped between two of their steps so
+	// that the run could continue as new in the middle of them; the next
+	// execution carries on with them first.
+	Suspended []SuspendedTurn `json:"suspended,omitempty"`
+}
+
+// SuspendedTurn is a team turn stopped between two steps (before its
+// supervisor's next decision): everything it needs to carry on.
+type SuspendedTurn struct {
+	Output     TeamOutput     `json:"output"` // what was known when it started
+	Input      TeamInput      `json:"input"`
+	Iteration  int            `json:"iteration"`
+	Outputs    []WorkerOutput `json:"outputs"`
+	Dispatched []string       `json:"dispatched"`
+	Warnings   []string       `json:"warnings,omitempty"`
+	Usage      Usage          `json:"usage"`
 }
 
 // PersistEventsInput stores a run's events.
@@ -302,6 +334,9 @@ type TeamResult struct {
 	Output          TeamOutput `json:"output"`
 	Warnings        []string   `json:"warnings,omitempty"`
 	SupervisorUsage Usage      `json:"supervisor_usage"`
+	// Suspended is set, and nothing else, when the turn stopped between two
+	// steps for the run to continue as new.
+	Suspended *SuspendedTurn `json:"suspended,omitempty"`
 }
 
 // Progress is a run's position, from the QueryProgress query.
@@ -476,6 +511,19 @@ type DecideInput struct {
 	// (Events) rather than in a final signal: the caller appends them to
 	// the run's log itself.
 	ReturnEvents bool `json:"return_events,omitempty"`
+	// MaxTargets above 1 lets the global supervisor dispatch up to that
+	// many of the options at once (routed parallelism; the answer's
+	// "targets" list); Running names the teams still at work, which are
+	// not offered.
+	MaxTargets int      `json:"max_targets,omitempty"`
+	Running    []string `json:"running,omitempty"`
+}
+
+// DispatchTarget is one more team a decision dispatches, with its own
+// instruction (Decision.Also).
+type DispatchTarget struct {
+	Target      string `json:"target"`
+	Instruction string `json:"instruction"`
 }
 
 // Decision is a supervisor's validated choice. Target is always one of the
@@ -485,6 +533,10 @@ type Decision struct {
 	Target      string `json:"target"`
 	Instruction string `json:"instruction"`
 	Reason      string `json:"reason"`
+	// Also are the further options a decision with MaxTargets above 1
+	// dispatches at the same time as Target: distinct, offered, at most
+	// MaxTargets-1.
+	Also []DispatchTarget `json:"also,omitempty"`
 	// Warning explains a correction: the model named no valid option and
 	// the choice was repaired.
 	Warning string `json:"warning,omitempty"`

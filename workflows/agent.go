@@ -96,6 +96,9 @@ type agentTurn struct {
 	// holds it (see delegationBudget); nil, in a run started before the
 	// delegation caps, is no cap at all.
 	Budget *delegationBudget
+	// Gate holds the turn's next LLM call or tool call while the run is
+	// paused; nil without pause.
+	Gate *pauseGate
 	// delegations counts the sub-agents this turn has started, over all
 	// its tool rounds, against Options.MaxDelegationsPerTurn.
 	delegations int
@@ -130,6 +133,9 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 			NoTools: round > limit, MessageID: t.MessageID, ParentMessageID: t.ParentMessageID,
 			ReturnEvents: t.Events.returnsEvents(), DeferWrites: t.Options.DeferWrites,
 		}
+		if err := t.Gate.wait(ctx); err != nil {
+			return res, err
+		}
 		var answer models.RespondResult
 		if err := workflow.ExecuteActivity(llmContext(ctx, t.Options, summary, t.Agent), a.Respond, in).Get(ctx, &answer); err != nil {
 			return res, llmError(err, t.Source, t.Agent, t.Options)
@@ -153,6 +159,9 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 		for _, call := range answer.ToolCalls {
 			if !contains(res.ToolsUsed, call.Name) {
 				res.ToolsUsed = append(res.ToolsUsed, call.Name)
+			}
+			if err := t.Gate.wait(ctx); err != nil {
+				return res, err
 			}
 			out, usage, err := t.callTool(ctx, call)
 			if err != nil {
@@ -358,11 +367,14 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 		lent = t.Budget.lend()
 	}
 	var res models.SubAgentResult
-	err := workflow.ExecuteChildWorkflow(cctx, SubAgentWorkflow, models.SubAgentInput{
+	child := workflow.ExecuteChildWorkflow(cctx, SubAgentWorkflow, models.SubAgentInput{
 		RunID: t.RunID, WorkflowID: childID, Definition: def, Source: source, Task: args.Task,
 		MessageID: newMessageID(ctx), ParentMessageID: t.MessageID, Options: t.Options,
 		DelegationBudget: lent, Context: callerContext(args.Context),
-	}).Get(ctx, &res)
+	})
+	forget := t.Gate.track(ctx, child, childID)
+	err := child.Get(ctx, &res)
+	forget()
 	if t.Budget != nil {
 		spent := lent // a failed sub-agent: what it spent is unknown
 		if err == nil {
@@ -397,8 +409,10 @@ func SubAgentWorkflow(ctx workflow.Context, in models.SubAgentInput) (*models.Su
 		Purpose: models.PurposeWorker, MessageID: in.MessageID, ParentMessageID: in.ParentMessageID, Options: in.Options,
 		Events: &runSignaler{RunID: in.RunID, Producer: in.WorkflowID},
 		Budget: newDelegationBudget(in.Options, in.DelegationBudget, &spent),
+		Gate:   newPauseGate(in.Options),
 	}
 	turn.CallerContext = in.Context
+	turn.Gate.listen(ctx)
 	res, err := turn.run(ctx)
 	if err != nil {
 		return nil, err

@@ -37,7 +37,8 @@ import (
 // its sub-agent.
 //
 // The run's workflow counts in RunState.Delegations, which continue-as-new
-// carries (it happens only between team turns, when nothing is lent).
+// carries (it happens only when no sub-agent runs, between team turns or
+// between two steps of them, so nothing is lent).
 type delegationBudget struct {
 	limit int  // what this execution and its sub-agents may start
 	used  *int // started so far, children's spending included

@@ -130,6 +130,19 @@ const (
 	// changePartialResults: a failed team turn keeps its finished workers'
 	// outputs, marked partial (they were dropped).
 	changePartialResults = "partial-results"
+	// changePause: the run takes pause and resume (updates and signals)
+	// and holds its new steps while paused. Asked once at the run's start
+	// and carried in RunOptions.Pausable to its team turns and sub-agents.
+	changePause = "pause-resume"
+	// changeRoutedParallel: in routed mode with max_parallel_teams above
+	// 1 the global supervisor may dispatch several ready teams at once
+	// (runRouted); it dispatched one at a time.
+	changeRoutedParallel = "routed-parallel"
+	// changeTurnContinueAsNew: a run whose history grows long in the
+	// middle of team turns stops them between two steps and continues as
+	// new carrying them (RunState.Suspended); it waited for the turns to
+	// end.
+	changeTurnContinueAsNew = "turn-continue-as-new"
 )
 
 // recordFieldChanges asks, once at the start of a run's execution, for the

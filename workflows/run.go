@@ -36,6 +36,24 @@ type runWorkflow struct {
 	// delegations is the run's delegation budget, counting in
 	// state.Delegations; nil without the caps (changeDelegationCaps).
 	delegations *delegationBudget
+	// routedParallel lets the global supervisor dispatch several teams at
+	// once in routed mode (changeRoutedParallel).
+	routedParallel bool
+	// turnContinueAsNew lets team turns stop between two steps for the run
+	// to continue as new (changeTurnContinueAsNew); draining is set once
+	// the history is long: turns stop at their next step, and nothing new
+	// starts until the run has continued as new.
+	turnContinueAsNew bool
+	draining          bool
+	// signalsSeen counts the event batches (signals) this execution has
+	// received.
+	signalsSeen int
+	// gate holds new steps while the run is paused; nil without pause
+	// (changePause).
+	gate *pauseGate
+	// statusBusy serializes status writes (pause and resume write from
+	// their handlers while the main coroutine may write too).
+	statusBusy bool
 }
 
 // RunWorkflow runs a hierarchy on a task: the global supervisor picks a
@@ -61,6 +79,13 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	w.in.Options.DelegationCaps = workflow.GetVersion(ctx, changeDelegationCaps, workflow.DefaultVersion, 1) == 1
 	w.in.Options = recordFieldChanges(ctx, w.in.Options)
 	w.delegations = newDelegationBudget(w.in.Options, w.in.Options.MaxDelegationsPerRun, &w.state.Delegations)
+	w.in.Options.Pausable = workflow.GetVersion(ctx, changePause, workflow.DefaultVersion, 1) == 1
+	w.gate = newPauseGate(w.in.Options)
+	w.routedParallel = workflow.GetVersion(ctx, changeRoutedParallel, workflow.DefaultVersion, 1) == 1
+	w.turnContinueAsNew = w.inlineTeams && workflow.GetVersion(ctx, changeTurnContinueAsNew, workflow.DefaultVersion, 1) == 1
+	if w.gate != nil && w.state.Status == models.RunPaused {
+		w.gate.paused = true // paused across continue-as-new
+	}
 	if err := w.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -102,7 +127,7 @@ func (w *runWorkflow) setup(ctx workflow.Context) error {
 	// be after the main coroutine has already appended what must follow it.
 	w.signals = workflow.GetSignalChannel(ctx, models.SignalEvents)
 	workflow.Go(bg, w.persistLoop)
-	return nil
+	return w.setupPause(ctx)
 }
 
 // persistLoop stores the log's events in the database, in batches, through
@@ -144,9 +169,12 @@ func (w *runWorkflow) persistAll(ctx workflow.Context) {
 // the log is stored, so nothing is lost; activities signal by workflow ID,
 // so their next batches reach the new execution.
 func (w *runWorkflow) continueAsNewIfLong(ctx workflow.Context) error {
-	info := workflow.GetInfo(ctx)
-	if info.GetCurrentHistoryLength() < w.in.Options.ContinueAsNewAfter && !info.GetContinueAsNewSuggested() {
+	if !w.draining && !w.historyLong(ctx) {
 		return nil
+	}
+	if w.gate != nil {
+		// A pause or resume in progress finishes in this execution.
+		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 	}
 	w.persistAll(ctx)
 	w.drainSignals()
@@ -161,6 +189,38 @@ func (w *runWorkflow) continueAsNewIfLong(ctx workflow.Context) error {
 	next := w.in
 	next.State = w.state
 	return workflow.NewContinueAsNewError(ctx, RunWorkflow, next)
+}
+
+// continueAsNewSignals is how many signals an execution takes before it
+// continues as new (with changeTurnContinueAsNew), whatever its length:
+// half Temporal's 10,000 per execution, the other half left for what the
+// turns in flight send while the run drains.
+var continueAsNewSignals = 5000
+
+// historyLong reports whether the execution's history has grown past
+// ContinueAsNewAfter (or, in runs with changeTurnContinueAsNew, has taken
+// continueAsNewSignals signals), or Temporal suggests continuing as new.
+func (w *runWorkflow) historyLong(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	return info.GetCurrentHistoryLength() >= w.in.Options.ContinueAsNewAfter || info.GetContinueAsNewSuggested() ||
+		(w.turnContinueAsNew && w.signalsSeen >= continueAsNewSignals)
+}
+
+// suspendTurn is what a team turn asks between two steps: whether to stop
+// there for the run to continue as new (nil: never, in runs from before
+// changeTurnContinueAsNew). Once the history is long the run drains: every
+// turn stops at its next step, none starts, and when none is left in
+// flight the run continues as new carrying them (RunState.Suspended).
+func (w *runWorkflow) suspendTurn(ctx workflow.Context) func() bool {
+	if !w.turnContinueAsNew {
+		return nil
+	}
+	return func() bool {
+		if !w.draining && w.historyLong(ctx) {
+			w.draining = true
+		}
+		return w.draining
+	}
 }
 
 func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
@@ -188,6 +248,8 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 	var err error
 	if w.hier.ExecutionMode == models.ExecutionModeParallel {
 		err = w.runParallel(work)
+	} else if limit := w.routedLimit(); limit > 1 {
+		err = w.runRouted(work, limit)
 	} else {
 		err = w.runSequential(work)
 	}
@@ -201,6 +263,9 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 		return nil, temporal.NewNonRetryableApplicationError(s.Errors[0].Message, "TeamFailed", nil)
 	}
 
+	if err := w.gate.wait(work); err != nil {
+		return nil, err
+	}
 	s.ActiveAgentID = gs.AgentID
 	var final models.RespondResult
 	finalID := w.in.AnswerMessageID
@@ -283,8 +348,24 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 	if limit <= 0 {
 		limit = w.hier.MaxIterations
 	}
+	if len(s.Suspended) > 0 {
+		// The turn the previous execution stopped in the middle of.
+		t := s.Suspended[0]
+		s.Suspended = nil
+		out, err := w.finishTeam(ctx, w.resumeTeam(ctx, t))
+		if err != nil {
+			if errors.Is(err, errSuspended) {
+				return w.continueAsNewIfLong(ctx)
+			}
+			return err
+		}
+		w.recordTeam(ctx, out)
+	}
 	for s.Iteration < limit {
 		if err := w.continueAsNewIfLong(ctx); err != nil {
+			return err
+		}
+		if err := w.gate.wait(ctx); err != nil {
 			return err
 		}
 		options := w.offerableTeams()
@@ -334,12 +415,162 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 		team := findTeam(w.hier, d.Target)
 		out, err := w.finishTeam(ctx, w.startTeam(ctx, team, d.Instruction))
 		if err != nil {
+			if errors.Is(err, errSuspended) {
+				return w.continueAsNewIfLong(ctx)
+			}
 			return err
 		}
 		w.recordTeam(ctx, out)
 	}
 	w.warn(ctx, gs, fmt.Sprintf("global supervisor reached its iteration limit (%d); writing the final answer from the work done so far", limit))
 	return nil
+}
+
+// routedLimit is how many teams the global supervisor may have at work at
+// once in routed mode: max_parallel_teams (the run's, else the
+// hierarchy's), 1 when unset or in runs from before routed parallelism.
+func (w *runWorkflow) routedLimit() int {
+	if !w.routedParallel {
+		return 1
+	}
+	limit := w.in.Options.MaxParallelTeams
+	if limit <= 0 {
+		limit = w.hier.MaxParallelTeams
+	}
+	return max(limit, 1)
+}
+
+// runRouted is the global supervisor's loop with max_parallel_teams above
+// 1: whenever a team may start (fewer than limit at work, a ready team not
+// at work, and none started since the last completion or nothing at work)
+// it is asked, told which teams are at work, and may dispatch several
+// ready teams at once, each with its own instruction, up to the free
+// places. The teams run at once as in parallel mode. Finishing while teams
+// are at work waits for them and asks again; finishing with none at work
+// ends the loop. Each decision is an iteration.
+func (w *runWorkflow) runRouted(ctx workflow.Context, limit int) error {
+	s := w.state
+	gs := models.GlobalSupervisorSource(w.hier)
+	iterations := w.hier.GlobalSupervisor.MaxIterations
+	if iterations <= 0 {
+		iterations = w.hier.MaxIterations
+	}
+	running := map[string]bool{}
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(w.signals, func(c workflow.ReceiveChannel, _ bool) { w.applyOne(ctx, c) })
+	var failure error
+	// ask says a decision is due: at the start, and after each completion.
+	ask := true
+	watch := func(name string, started startedTeam) {
+		running[name] = true
+		sel.AddFuture(started.future, func(workflow.Future) {
+			out, err := w.finishTeam(ctx, started)
+			delete(running, name)
+			ask = true
+			if errors.Is(err, errSuspended) {
+				return
+			}
+			if err != nil {
+				failure = err
+				return
+			}
+			w.recordTeam(ctx, out)
+		})
+	}
+	w.resumeSuspended(ctx, watch)
+	for {
+		if len(running) == 0 {
+			if err := w.continueAsNewIfLong(ctx); err != nil {
+				return err
+			}
+			if err := w.gate.wait(ctx); err != nil {
+				return err
+			}
+		}
+		var options []models.Option
+		for _, o := range w.offerableTeams() {
+			if !running[o.Name] {
+				options = append(options, o)
+			}
+		}
+		if ask && !w.gate.held() && !w.draining && len(running) < limit && len(options) > 0 && s.Iteration < iterations {
+			ask = false
+			s.Iteration++
+			s.CurrentWorker, s.ActiveAgentID = "", gs.AgentID
+			var d models.Decision
+			dctx := llmContext(ctx, w.in.Options, agentSummary("", w.hier.GlobalSupervisor, w.in.Options), w.hier.GlobalSupervisor)
+			err := w.await(ctx, workflow.ExecuteActivity(dctx, a.Decide, models.DecideInput{
+				RunID:        w.in.RunID,
+				Supervisor:   w.hier.GlobalSupervisor,
+				Source:       gs,
+				Task:         w.in.Task,
+				Options:      options,
+				Completed:    s.CompletedTeams,
+				Context:      bounded(teamItems(completedTeams(s.Teams)), w.in.Options),
+				AllowFinish:  len(s.CompletedTeams) > 0 || len(running) > 0,
+				Iteration:    s.Iteration,
+				RunOptions:   w.in.Options,
+				ReturnEvents: true,
+				DeferWrites:  w.in.Options.DeferWrites,
+				MaxTargets:   limit - len(running),
+				Running:      sortedNames(running),
+			}), &d)
+			if err != nil {
+				return llmError(err, gs, w.hier.GlobalSupervisor, w.in.Options)
+			}
+			w.applyReturned(d.Events)
+			if err := saveAnswer(ctx, w.in.Options, models.AnswerRecord{RunID: w.in.RunID, Calls: d.Calls}); err != nil {
+				return err
+			}
+			s.Usage = s.Usage.Add(d.Usage)
+			if d.Warning != "" {
+				w.warn(ctx, gs, d.Warning)
+			}
+			if d.Action == models.DecisionFinish && len(running) == 0 {
+				return nil
+			}
+			if d.Action == models.DecisionDispatch {
+				targets := append([]models.DispatchTarget{{Target: d.Target, Instruction: d.Instruction}}, d.Also...)
+				for _, t := range targets {
+					if len(running) >= limit || running[t.Target] {
+						continue
+					}
+					if !offered(options, t.Target) {
+						// Decide validates against the options it was given;
+						// this guards against an activity version that does not.
+						w.warn(ctx, gs, fmt.Sprintf("global supervisor chose %q, which was not offered; it was not dispatched", t.Target))
+						continue
+					}
+					one := d
+					one.Target, one.Instruction, one.Also = t.Target, t.Instruction, nil
+					kind, data := models.DispatchEvent(gs, options, one, s.Iteration)
+					w.emit(ctx, gs, kind.Category, kind.Action, data)
+					watch(t.Target, w.startTeam(ctx, findTeam(w.hier, t.Target), t.Instruction))
+				}
+			}
+		}
+		if len(running) == 0 {
+			if w.draining {
+				continue // continues as new at the top
+			}
+			if s.Iteration >= iterations && len(options) > 0 {
+				w.warn(ctx, gs, fmt.Sprintf("global supervisor reached its iteration limit (%d); writing the final answer from the work done so far", iterations))
+				return nil
+			}
+			if len(options) == 0 {
+				return nil // every team is done, failed or blocked
+			}
+			// A decision that dispatched nothing it could (a guard above
+			// warned): ask again; each ask is an iteration, so this ends.
+			ask = true
+			continue
+		}
+		s.CurrentTeam = strings.Join(sortedNames(running), ", ")
+		sel.Select(ctx)
+		if failure != nil {
+			return failure
+		}
+	}
 }
 
 // runParallel runs every team whose dependencies are complete at once, up
@@ -361,37 +592,51 @@ func (w *runWorkflow) runParallel(ctx workflow.Context) error {
 	// together, the events are applied before the completion.
 	sel.AddReceive(w.signals, func(c workflow.ReceiveChannel, _ bool) { w.applyOne(ctx, c) })
 	var failure error
+	watch := func(name string, started startedTeam) {
+		running[name] = true
+		sel.AddFuture(started.future, func(workflow.Future) {
+			out, err := w.finishTeam(ctx, started)
+			delete(running, name)
+			if errors.Is(err, errSuspended) {
+				return
+			}
+			if err != nil {
+				failure = err
+				return
+			}
+			w.recordTeam(ctx, out)
+		})
+	}
+	w.resumeSuspended(ctx, watch)
 	for {
 		if len(running) == 0 {
 			if err := w.continueAsNewIfLong(ctx); err != nil {
 				return err
 			}
 		}
+		if len(running) == 0 {
+			if err := w.gate.wait(ctx); err != nil {
+				return err
+			}
+		}
 		for _, name := range w.hier.ExecutionOrder {
-			if len(running) >= limit {
+			if len(running) >= limit || w.gate.held() || w.draining {
 				break
 			}
 			if running[name] || w.teamStatus(name) != "" || !w.depsComplete(name) {
 				continue
 			}
 			team := findTeam(w.hier, name)
-			running[name] = true
 			s.Iteration++
 			w.emit(ctx, gs, models.CategoryDispatch, models.ActionTeam, map[string]any{
 				"team_name": name, "instruction": w.in.Task, "reason": "parallel mode: its dependencies are complete", "iteration": s.Iteration,
 			})
-			started := w.startTeam(ctx, team, w.in.Task)
-			sel.AddFuture(started.future, func(workflow.Future) {
-				out, err := w.finishTeam(ctx, started)
-				delete(running, name)
-				if err != nil {
-					failure = err
-					return
-				}
-				w.recordTeam(ctx, out)
-			})
+			watch(name, w.startTeam(ctx, team, w.in.Task))
 		}
 		if len(running) == 0 {
+			if w.draining {
+				continue // continues as new at the top
+			}
 			return nil
 		}
 		s.CurrentTeam = strings.Join(sortedNames(running), ", ")
@@ -429,16 +674,7 @@ func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruc
 	}
 	output := models.TeamOutput{Turn: s.Turns, TeamID: team.ID, TeamName: team.Name, Instruction: instruction, StartedAt: &now}
 	if w.inlineTeams {
-		// The turn runs here, in a coroutine: no child workflow to start and
-		// complete, and its events go straight into the run's log.
-		done, settle := workflow.NewFuture(ctx)
-		sink := &runLogSink{w: w, id: models.TeamWorkflowID(w.in.RunID, s.Turns)}
-		state := &TeamState{Input: in}
-		workflow.Go(ctx, func(ctx workflow.Context) {
-			res, err := runTeamTurn(ctx, state, sink, w.delegations)
-			settle.Set(res, err)
-		})
-		return startedTeam{future: done, output: output, state: state}
+		return w.runInline(ctx, &TeamState{Input: in}, output)
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:          models.TeamWorkflowID(w.in.RunID, s.Turns),
@@ -447,6 +683,40 @@ func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruc
 		WaitForCancellation: true,
 	})
 	return startedTeam{future: workflow.ExecuteChildWorkflow(cctx, TeamWorkflow, in), output: output}
+}
+
+// runInline runs a team turn here, in a coroutine: no child workflow to
+// start and complete, and its events go straight into the run's log. A
+// turn that stops for continue-as-new settles with its state
+// (TeamResult.Suspended).
+func (w *runWorkflow) runInline(ctx workflow.Context, st *TeamState, output models.TeamOutput) startedTeam {
+	done, settle := workflow.NewFuture(ctx)
+	sink := &runLogSink{w: w, id: models.TeamWorkflowID(w.in.RunID, output.Turn)}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		res, err := runTeamTurn(ctx, st, sink, w.delegations, w.gate, w.suspendTurn(ctx))
+		if errors.Is(err, errSuspended) {
+			res, err = &models.TeamResult{Suspended: suspendedTurn(st, output)}, nil
+		}
+		settle.Set(res, err)
+	})
+	return startedTeam{future: done, output: output, state: st}
+}
+
+// resumeTeam carries on with a turn the previous execution stopped.
+func (w *runWorkflow) resumeTeam(ctx workflow.Context, t models.SuspendedTurn) startedTeam {
+	w.state.CurrentTeam, w.state.ActiveAgentID = t.Output.TeamName, t.Input.Team.Supervisor.AgentID
+	w.describe(ctx)
+	return w.runInline(ctx, resumedState(t), t.Output)
+}
+
+// resumeSuspended carries on with every turn the previous execution
+// stopped, handing each to watch.
+func (w *runWorkflow) resumeSuspended(ctx workflow.Context, watch func(string, startedTeam)) {
+	turns := w.state.Suspended
+	w.state.Suspended = nil
+	for _, t := range turns {
+		watch(t.Output.TeamName, w.resumeTeam(ctx, t))
+	}
 }
 
 // finishTeam waits for a team turn. A failed turn is an output with status
@@ -471,6 +741,11 @@ func (w *runWorkflow) finishTeam(ctx workflow.Context, t startedTeam) (models.Te
 		return out, nil
 	}
 	s := w.state
+	if res.Suspended != nil {
+		// Carried to the next execution, which carries on with it.
+		s.Suspended = append(s.Suspended, *res.Suspended)
+		return out, errSuspended
+	}
 	s.Warnings = append(s.Warnings, res.Warnings...)
 	for _, wo := range res.Output.Workers {
 		s.Usage = s.Usage.Add(wo.Usage)
@@ -654,6 +929,16 @@ func (w *runWorkflow) fail(ctx workflow.Context, cause error) error {
 }
 
 func (w *runWorkflow) setStatus(ctx workflow.Context, u models.RunStatusUpdate) error {
+	if w.gate != nil {
+		// One write at a time, in the order they were decided; a pause or
+		// resume written after the end is left out.
+		_ = workflow.Await(ctx, func() bool { return !w.statusBusy })
+		if !models.IsTerminal(u.Status) && models.IsTerminal(w.state.Status) {
+			return nil
+		}
+		w.statusBusy = true
+		defer func() { w.statusBusy = false }()
+	}
 	if w.in.Options.SearchAttributes {
 		// Keeps `RunStatus="failed"` queries in the Web UI and the CLI right.
 		if err := workflow.UpsertTypedSearchAttributes(ctx, models.SearchRunStatus.ValueSet(u.Status)); err != nil {
@@ -744,6 +1029,7 @@ func (w *runWorkflow) await(ctx workflow.Context, f workflow.Future, valuePtr an
 func (w *runWorkflow) applyOne(ctx workflow.Context, c workflow.ReceiveChannel) {
 	var batch models.EventBatch
 	c.Receive(ctx, &batch)
+	w.signalsSeen++
 	worker := w.state.CurrentWorker
 	w.applyBatch(batch)
 	if w.state.CurrentWorker != worker {
@@ -782,6 +1068,7 @@ func (w *runWorkflow) drainSignals() {
 		if !w.signals.ReceiveAsync(&batch) {
 			return
 		}
+		w.signalsSeen++
 		w.applyBatch(batch)
 	}
 }

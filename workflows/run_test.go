@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -707,5 +708,77 @@ func TestTimedOutCallNamesAgentModelAndLimit(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("run error %q does not name %s", err, want)
 		}
+	}
+}
+
+// TestRoutedParallelDispatchesSeveralTeams: in routed mode with
+// max_parallel_teams 2 the global supervisor dispatches b and c at once
+// (and a third team, which the limit leaves out); they run together, it is
+// asked again when one completes (told which is still at work, offered
+// only ready teams not at work: d needs both), and dispatches d once both
+// are done.
+func TestRoutedParallelDispatchesSeveralTeams(t *testing.T) {
+	both := dispatch("b", "do b")
+	both.Also = []models.DispatchTarget{{Target: "c", Instruction: "do c"}, {Target: "a", Instruction: "again"}}
+	f := &fakeActivities{decisions: map[string][]models.Decision{
+		"gs":   {dispatch("a", "do a"), both, {Action: models.DecisionFinish}, dispatch("d", "do d")},
+		"ts-a": {dispatch("worker-a", "x")}, "ts-b": {dispatch("worker-b", "x")}, "ts-c": {dispatch("worker-c", "x")}, "ts-d": {dispatch("worker-d", "x")},
+	}}
+	// Workers take a moment; peak is how many were at work at once.
+	var busy, peak atomic.Int32
+	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		if in.Purpose == models.PurposeWorker {
+			n := busy.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			time.Sleep(100 * time.Millisecond)
+			busy.Add(-1)
+		}
+		return &models.RespondResult{Output: "output of " + in.Agent.Name}, nil
+	}
+	env := newEnv(t, f)
+	in := runInput(diamond(models.ExecutionModeSequential))
+	in.Options.MaxParallelTeams = 2
+	env.ExecuteWorkflow(workflows.RunWorkflow, in)
+	var res models.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(dispatched(f, "dispatch.team"), ","); got != "a,b,c,d" {
+		t.Errorf("dispatch order %s", got)
+	}
+	if peak.Load() != 2 {
+		t.Errorf("at most %d workers at work at once, want 2 (b and c)", peak.Load())
+	}
+	var gs []models.DecideInput
+	for _, d := range f.decides {
+		if d.Source.AgentID == "gs" {
+			gs = append(gs, d)
+		}
+	}
+	if len(gs) != 5 {
+		t.Fatalf("%d global decisions, want 5", len(gs))
+	}
+	for i, want := range []struct {
+		options, running string
+		max              int
+	}{
+		{"a", "", 2},
+		{"a,b,c", "", 2},
+		{"a,b", "c", 1}, // b done first; d waits for c
+		{"a,b,c,d", "", 2},
+		{"a,b,c,d", "", 2},
+	} {
+		d := gs[i]
+		if i == 2 && strings.Join(d.Running, ",") == "b" {
+			want.options = "a,c" // or c done first
+			want.running = "b"
+		}
+		if got := strings.Join(optionNames(d.Options), ","); got != want.options || strings.Join(d.Running, ",") != want.running || d.MaxTargets != want.max {
+			t.Errorf("global decision %d: options %s running %v max %d; want %s, %s, %d", i+1, got, d.Running, d.MaxTargets, want.options, want.running, want.max)
+		}
+	}
+	if len(res.Teams) != 4 {
+		t.Errorf("teams = %+v", res.Teams)
 	}
 }

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 
 	"go.temporal.io/sdk/workflow"
@@ -34,12 +35,16 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 	// children, and those run without the delegation caps; with them, the
 	// turn would hold a budget of its own.
 	delegations := 0
-	return runTeamTurn(ctx, s, &s.Events, newDelegationBudget(in.Options, in.Options.MaxDelegationsPerRun, &delegations))
+	return runTeamTurn(ctx, s, &s.Events, newDelegationBudget(in.Options, in.Options.MaxDelegationsPerRun, &delegations), nil, nil)
 }
 
 // runTeamTurn is one team turn, its events going to sink and its workers'
-// delegations counted in budget (nil: no delegation caps).
-func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *delegationBudget) (*models.TeamResult, error) {
+// delegations counted in budget (nil: no delegation caps); each step waits
+// at gate while the run is paused (nil: no pause). Before each decision
+// after its first step in this execution, the turn asks suspend (nil:
+// never) whether to stop there for the run to continue as new; it then
+// returns errSuspended, with s holding where it stopped.
+func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *delegationBudget, gate *pauseGate, suspend func() bool) (*models.TeamResult, error) {
 	in := s.Input
 	team := &s.Input.Team
 	root := &models.Hierarchy{GlobalSupervisor: models.Agent{AgentID: in.RootAgentID}}
@@ -53,11 +58,19 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 		prior = teamItems(in.PriorTeams) // a run started before PriorContext
 	}
 	finished := false
+	stepped := false
 	for s.Iteration < limit {
+		if suspend != nil && stepped && suspend() {
+			return nil, errSuspended
+		}
+		stepped = true
 		options := availableWorkers(team, s.Dispatched)
 		if len(options) == 0 {
 			finished = true // prevent_duplicate: every worker has had its turn
 			break
+		}
+		if err := gate.wait(ctx); err != nil {
+			return nil, err
 		}
 		s.Iteration++
 		var d models.Decision
@@ -104,10 +117,13 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 		turn := &agentTurn{
 			RunID: in.RunID, Agent: *worker, Source: models.WorkerSource(root, team, worker), Task: in.Task,
 			Instruction: d.Instruction, Context: bounded(prior, in.Options), Purpose: models.PurposeWorker,
-			MessageID: newMessageID(ctx), Options: in.Options, Events: sink, Budget: budget,
+			MessageID: newMessageID(ctx), Options: in.Options, Events: sink, Budget: budget, Gate: gate,
 		}
 		if team.ShareContext {
 			turn.Context = bounded(concat(prior, workerItems(s.Outputs)), in.Options)
+		}
+		if err := gate.wait(ctx); err != nil {
+			return nil, err
 		}
 		tr, err := turn.run(ctx)
 		if err != nil {
@@ -139,6 +155,22 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 		Warnings:        s.Warnings,
 		SupervisorUsage: s.Usage,
 	}, nil
+}
+
+// errSuspended ends a team turn stopped for the run to continue as new.
+var errSuspended = errors.New("team turn suspended for continue-as-new")
+
+// suspendedTurn is what a stopped turn carries to the next execution.
+func suspendedTurn(s *TeamState, output models.TeamOutput) *models.SuspendedTurn {
+	return &models.SuspendedTurn{
+		Output: output, Input: s.Input, Iteration: s.Iteration, Outputs: s.Outputs,
+		Dispatched: s.Dispatched, Warnings: s.Warnings, Usage: s.Usage,
+	}
+}
+
+// resumedState is a stopped turn's state again.
+func resumedState(t models.SuspendedTurn) *TeamState {
+	return &TeamState{Input: t.Input, Iteration: t.Iteration, Outputs: t.Outputs, Dispatched: t.Dispatched, Warnings: t.Warnings, Usage: t.Usage}
 }
 
 func availableWorkers(team *models.Team, dispatched []string) []models.Option {
