@@ -70,7 +70,13 @@ type v1Translator struct {
 	teamIDs     map[string]string // team name → team id
 	lastTeam    string            // the team of the latest dispatch.team
 	parallel    bool              // system.topology says execution_mode parallel
-	open        map[string]*v1Worker
+	// routedTogether: routed, with max_parallel_teams above 1 (system.topology
+	// says so): the global supervisor decides, and streams its decisions,
+	// while teams are at work, so none of its steps ends a worker's turn;
+	// each ends at its team supervisor's next step, its team's failure or
+	// the run's end.
+	routedTogether bool
+	open           map[string]*v1Worker
 }
 
 // v1Worker is a worker whose turn has started and not yet ended.
@@ -111,13 +117,22 @@ func (t *v1Translator) translate(e models.Event) []v1Event {
 	case e.Event.Category == models.CategoryLifecycle:
 		return t.lifecycle(e)
 	case e.Event.Category == models.CategorySystem && e.Event.Action == models.ActionTopology:
+		// Teams may be at work together in parallel mode, and in routed
+		// mode when the run's max_parallel_teams is above 1 (the workflow
+		// puts it in the topology then).
+		limit, _ := e.Data["max_parallel_teams"].(float64)
+		if n, ok := e.Data["max_parallel_teams"].(int); ok {
+			limit = float64(n)
+		}
 		t.parallel = str(e.Data, "execution_mode") == models.ExecutionModeParallel
+		t.routedTogether = !t.parallel && limit > 1
 		return nil
 	case src.AgentType == models.AgentTypeGlobalSupervisor:
-		// Routed, the global supervisor acts between team turns only; in
-		// parallel mode it dispatches teams while others run, and speaks
-		// (the final answer) only after every team.
-		if !t.parallel || e.Event.Category == models.CategoryLLM {
+		// Routed one team at a time, the global supervisor acts between
+		// team turns only; with teams at work together (parallel mode, or
+		// routed with max_parallel_teams above 1) it dispatches teams while
+		// others run, and only its final answer comes after every team.
+		if !t.routedTogether && (!t.parallel || e.Event.Category == models.CategoryLLM) {
 			out = t.closeAll(e, models.TeamCompleted, out)
 		}
 	case src.AgentType == models.AgentTypeTeamSupervisor:

@@ -181,3 +181,31 @@ func TestV1TranslatorUndispatchedWorker(t *testing.T) {
 		t.Errorf("types %q, events %v", types, evs)
 	}
 }
+
+// TestV1TranslatorRoutedTeamsTogether: routed with max_parallel_teams 2,
+// the global supervisor streams its next decision while team a's worker is
+// still answering; that must not end the worker's turn, which ends at its
+// team supervisor's next step.
+func TestV1TranslatorRoutedTeamsTogether(t *testing.T) {
+	log := v1Log(
+		v1LogEntry{tGS, "lifecycle.started", map[string]any{}},
+		v1LogEntry{tSystem, "system.topology", map[string]any{"execution_mode": "sequential", "max_parallel_teams": 2}},
+		v1LogEntry{tGS, "dispatch.team", map[string]any{"team_name": "a"}},
+		v1LogEntry{tTSA, "dispatch.worker", map[string]any{"worker_name": "wa", "worker_agent_id": "w-a"}},
+		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "part 1 "}},
+		v1LogEntry{tGS, "llm.stream", map[string]any{"content": `{"action":"dispatch"`}},
+		v1LogEntry{tGS, "dispatch.team", map[string]any{"team_name": "b"}},
+		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "part 2"}},
+		v1LogEntry{tTSA, "llm.stream", map[string]any{"content": `{"action":"finish"}`}},
+	)
+	types, evs := translateAll(newV1Translator("r1", "h1", nil), log)
+	var completed []map[string]any
+	for i, ty := range types {
+		if ty == V1AgentCompleted {
+			completed = append(completed, evs[i].Data)
+		}
+	}
+	if len(completed) != 1 || completed[0]["agent_id"] != "w-a" || completed[0]["result"] != "part 1 part 2" {
+		t.Fatalf("agent_completed events %v (types %q), want one for w-a with its whole answer", completed, types)
+	}
+}

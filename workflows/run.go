@@ -239,7 +239,14 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 			started["offline_agents"] = w.in.OfflineAgents
 		}
 		w.emit(ctx, gs, models.CategoryLifecycle, models.ActionStarted, started)
-		w.emit(ctx, systemSource(), models.CategorySystem, models.ActionTopology, topology(w.hier))
+		topo := topology(w.hier)
+		if limit := w.routedLimit(); w.routedParallel && limit > 1 {
+			// Stream readers learn that the global supervisor may decide
+			// while teams are at work (spec 001's translator needs it).
+			// Event data, not a command: replay is unaffected.
+			topo["max_parallel_teams"] = limit
+		}
+		w.emit(ctx, systemSource(), models.CategorySystem, models.ActionTopology, topo)
 		if err := w.setStatus(ctx, models.RunStatusUpdate{RunID: w.in.RunID, Status: models.RunRunning}); err != nil {
 			return nil, err
 		}
