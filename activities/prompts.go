@@ -53,6 +53,7 @@ func decisionMessages(in models.DecideInput, limit int) []llm.Message {
 		fmt.Fprintf(&b, "\nAt work now (their outputs come later): %s. Finishing now means waiting for them and deciding again.\n", strings.Join(in.Running, ", "))
 	}
 	writeContext(&b, in.Context, limit)
+	writeGuidance(&b, in.Guidance)
 	// The machine-readable state: real models read it as part of the
 	// prompt, the offline model decides from it.
 	fmt.Fprintf(&b, "\n%s\n", llm.FormatRoutingInput(llm.RoutingInput{Options: optionNames(in.Options), Completed: in.Completed, AllowFinish: in.AllowFinish}))
@@ -248,7 +249,20 @@ func respondMessages(in models.RespondInput, limit int) []llm.Message {
 		fmt.Fprintf(&b, "\n%s\n", in.Agent.UserPrompt)
 	}
 	writeContext(&b, in.Context, limit)
+	writeGuidance(&b, in.Guidance)
 	return []llm.Message{{Role: llm.RoleSystem, Content: in.Agent.SystemPrompt}, {Role: llm.RoleUser, Content: b.String()}}
+}
+
+// writeGuidance adds what an operator asked the agent to take into account
+// (runs/redirect).
+func writeGuidance(b *strings.Builder, guidance []string) {
+	if len(guidance) == 0 {
+		return
+	}
+	b.WriteString("\nGuidance from the operator:\n")
+	for _, g := range guidance {
+		fmt.Fprintf(b, "- %s\n", g)
+	}
 }
 
 func writeContext(b *strings.Builder, items []models.ContextItem, limit int) {

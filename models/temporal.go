@@ -198,6 +198,9 @@ type RunState struct {
 	// that the run could continue as new in the middle of them; the next
 	// execution carries on with them first.
 	Suspended []SuspendedTurn `json:"suspended,omitempty"`
+	// Guidance is an operator's guidance not yet given, by agent_id
+	// (runs/redirect): the agent's next prompt carries it.
+	Guidance map[string][]string `json:"guidance,omitempty"`
 }
 
 // SuspendedTurn is a team turn stopped between two steps (before its
@@ -230,7 +233,7 @@ type TeamOutput struct {
 	TeamID      string         `json:"team_id"`
 	TeamName    string         `json:"team_name"`
 	Instruction string         `json:"instruction"`
-	Status      string         `json:"status"`          // completed, failed or skipped
+	Status      string         `json:"status"`          // completed, failed, skipped or cancelled
 	Error       string         `json:"error,omitempty"` // why it failed or was skipped
 	StartedAt   *time.Time     `json:"started_at,omitempty"`
 	CompletedAt *time.Time     `json:"completed_at,omitempty"`
@@ -517,6 +520,9 @@ type DecideInput struct {
 	// not offered.
 	MaxTargets int      `json:"max_targets,omitempty"`
 	Running    []string `json:"running,omitempty"`
+	// Guidance is what an operator asked this supervisor to take into
+	// account (runs/redirect), shown in its prompt.
+	Guidance []string `json:"guidance,omitempty"`
 }
 
 // DispatchTarget is one more team a decision dispatches, with its own
@@ -589,6 +595,9 @@ type RespondInput struct {
 	// (Events) rather than in a final signal: the caller appends them to
 	// the run's log itself.
 	ReturnEvents bool `json:"return_events,omitempty"`
+	// Guidance is what an operator asked this agent to take into account
+	// (runs/redirect), shown in its prompt.
+	Guidance []string `json:"guidance,omitempty"`
 }
 
 // RespondResult is an agent's answer: final output, or tool calls to run.

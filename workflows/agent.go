@@ -99,6 +99,9 @@ type agentTurn struct {
 	// Gate holds the turn's next LLM call or tool call while the run is
 	// paused; nil without pause.
 	Gate *pauseGate
+	// Guidance takes the operator's guidance waiting for the agent
+	// (steering; nil without it).
+	Guidance func(agentID string) []string
 	// delegations counts the sub-agents this turn has started, over all
 	// its tool rounds, against Options.MaxDelegationsPerTurn.
 	delegations int
@@ -132,6 +135,9 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 			Instruction: t.Instruction, Context: t.Context, CallerContext: t.CallerContext, RunOptions: t.Options, Transcript: transcript,
 			NoTools: round > limit, MessageID: t.MessageID, ParentMessageID: t.ParentMessageID,
 			ReturnEvents: t.Events.returnsEvents(), DeferWrites: t.Options.DeferWrites,
+		}
+		if t.Guidance != nil {
+			in.Guidance = t.Guidance(t.Agent.AgentID)
 		}
 		if err := t.Gate.wait(ctx); err != nil {
 			return res, err

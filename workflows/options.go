@@ -143,6 +143,10 @@ const (
 	// new carrying them (RunState.Suspended); it waited for the turns to
 	// end.
 	changeTurnContinueAsNew = "turn-continue-as-new"
+	// changeSteer: an operator may cancel one team's turn (cancel_team)
+	// or give an agent guidance for its next prompt (redirect); each team
+	// turn runs on a cancellable context of its own (see steer.go).
+	changeSteer = "steer-teams"
 )
 
 // recordFieldChanges asks, once at the start of a run's execution, for the

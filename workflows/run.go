@@ -51,6 +51,9 @@ type runWorkflow struct {
 	// gate holds new steps while the run is paused; nil without pause
 	// (changePause).
 	gate *pauseGate
+	// steer lets an operator cancel a team's turn or redirect an agent;
+	// nil in runs from before changeSteer.
+	steer *steering
 	// statusBusy serializes status writes (pause and resume write from
 	// their handlers while the main coroutine may write too).
 	statusBusy bool
@@ -83,6 +86,9 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	w.gate = newPauseGate(w.in.Options)
 	w.routedParallel = workflow.GetVersion(ctx, changeRoutedParallel, workflow.DefaultVersion, 1) == 1
 	w.turnContinueAsNew = w.inlineTeams && workflow.GetVersion(ctx, changeTurnContinueAsNew, workflow.DefaultVersion, 1) == 1
+	if workflow.GetVersion(ctx, changeSteer, workflow.DefaultVersion, 1) == 1 {
+		w.steer = &steering{turns: map[string]*steeredTurn{}}
+	}
 	if w.gate != nil && w.state.Status == models.RunPaused {
 		w.gate.paused = true // paused across continue-as-new
 	}
@@ -127,6 +133,9 @@ func (w *runWorkflow) setup(ctx workflow.Context) error {
 	// be after the main coroutine has already appended what must follow it.
 	w.signals = workflow.GetSignalChannel(ctx, models.SignalEvents)
 	workflow.Go(bg, w.persistLoop)
+	if err := w.setupSteer(ctx); err != nil {
+		return err
+	}
 	return w.setupPause(ctx)
 }
 
@@ -293,6 +302,7 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 		MessageID:    finalID,
 		ReturnEvents: true,
 		DeferWrites:  w.in.Options.DeferWrites,
+		Guidance:     w.takeGuidance(gs.AgentID),
 	}), &final); err != nil {
 		return nil, llmError(err, gs, w.hier.GlobalSupervisor, w.in.Options)
 	}
@@ -396,6 +406,7 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 			RunOptions:   w.in.Options,
 			ReturnEvents: true,
 			DeferWrites:  w.in.Options.DeferWrites,
+			Guidance:     w.takeGuidance(gs.AgentID),
 		}), &d)
 		if err != nil {
 			return llmError(err, gs, w.hier.GlobalSupervisor, w.in.Options)
@@ -521,6 +532,7 @@ func (w *runWorkflow) runRouted(ctx workflow.Context, limit int) error {
 				DeferWrites:  w.in.Options.DeferWrites,
 				MaxTargets:   limit - len(running),
 				Running:      sortedNames(running),
+				Guidance:     w.takeGuidance(gs.AgentID),
 			}), &d)
 			if err != nil {
 				return llmError(err, gs, w.hier.GlobalSupervisor, w.in.Options)
@@ -659,6 +671,7 @@ type startedTeam struct {
 	future workflow.Future
 	output models.TeamOutput // what is known before it ends
 	state  *TeamState        // an inline turn's state, read if it fails
+	steer  *steeredTurn      // how an operator may cancel it (nil: no steering)
 }
 
 // startTeam starts one team turn as a child workflow.
@@ -683,13 +696,14 @@ func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruc
 	if w.inlineTeams {
 		return w.runInline(ctx, &TeamState{Input: in}, output)
 	}
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+	cctx, steer := w.steerTurn(ctx, team.Name)
+	cctx = workflow.WithChildOptions(cctx, workflow.ChildWorkflowOptions{
 		WorkflowID:          models.TeamWorkflowID(w.in.RunID, s.Turns),
 		StaticSummary:       fmt.Sprintf("%s · turn %d", team.Name, s.Turns),
 		StaticDetails:       instruction,
 		WaitForCancellation: true,
 	})
-	return startedTeam{future: workflow.ExecuteChildWorkflow(cctx, TeamWorkflow, in), output: output}
+	return startedTeam{future: workflow.ExecuteChildWorkflow(cctx, TeamWorkflow, in), output: output, steer: steer}
 }
 
 // runInline runs a team turn here, in a coroutine: no child workflow to
@@ -699,14 +713,19 @@ func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruc
 func (w *runWorkflow) runInline(ctx workflow.Context, st *TeamState, output models.TeamOutput) startedTeam {
 	done, settle := workflow.NewFuture(ctx)
 	sink := &runLogSink{w: w, id: models.TeamWorkflowID(w.in.RunID, output.Turn)}
+	ctx, steer := w.steerTurn(ctx, output.TeamName)
+	if w.steer != nil {
+		st.guidance = w.takeGuidance
+	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		res, err := runTeamTurn(ctx, st, sink, w.delegations, w.gate, w.suspendTurn(ctx))
 		if errors.Is(err, errSuspended) {
 			res, err = &models.TeamResult{Suspended: suspendedTurn(st, output)}, nil
 		}
+		w.endTurn(output.TeamName, steer)
 		settle.Set(res, err)
 	})
-	return startedTeam{future: done, output: output, state: st}
+	return startedTeam{future: done, output: output, state: st, steer: steer}
 }
 
 // resumeTeam carries on with a turn the previous execution stopped.
@@ -731,10 +750,16 @@ func (w *runWorkflow) resumeSuspended(ctx workflow.Context, watch func(string, s
 func (w *runWorkflow) finishTeam(ctx workflow.Context, t startedTeam) (models.TeamOutput, error) {
 	var res models.TeamResult
 	err := w.await(ctx, t.future, &res)
+	w.endTurn(t.output.TeamName, t.steer)
 	now := workflow.Now(ctx)
 	out := t.output
 	out.CompletedAt = &now
 	if err != nil {
+		if ctx.Err() == nil {
+			if cancelled, ok := w.cancelledTurn(out, t); ok {
+				return cancelled, nil // an operator cancelled it: the run goes on
+			}
+		}
 		if temporal.IsCanceledError(err) || ctx.Err() != nil {
 			if w.timedOut {
 				out.Status, out.Error = models.TeamFailed, "stopped: the run exceeded its max_execution_time"
@@ -794,6 +819,11 @@ func (w *runWorkflow) recordTeam(ctx workflow.Context, out models.TeamOutput) {
 		}
 		return
 	case models.TeamFailed:
+	case models.TeamCancelled:
+		// An operator's decision, not a failure: the run goes on, and
+		// what depends on the team is skipped.
+		w.skipDependents(ctx)
+		return
 	default:
 		return
 	}
@@ -802,6 +832,13 @@ func (w *runWorkflow) recordTeam(ctx workflow.Context, out models.TeamOutput) {
 	s.Errors = append(s.Errors, models.ErrorInfo{ErrorCode: models.CodeExecutionFailed.Name, Message: msg, Timestamp: now,
 		Context: map[string]any{"team_id": out.TeamID, "team_name": out.TeamName}})
 	w.emit(ctx, systemSource(), models.CategorySystem, models.ActionError, map[string]any{"message": msg, "team_name": out.TeamName})
+	w.skipDependents(ctx)
+}
+
+// skipDependents skips, with the reason, the teams that have not run and
+// depend, directly or not, on a failed, cancelled or skipped team.
+func (w *runWorkflow) skipDependents(ctx workflow.Context) {
+	s := w.state
 	for changed := true; changed; {
 		changed = false
 		for _, t := range w.hier.Teams {
@@ -809,7 +846,7 @@ func (w *runWorkflow) recordTeam(ctx workflow.Context, out models.TeamOutput) {
 				continue
 			}
 			for _, dep := range w.hier.Dependencies[t.Name] {
-				if st := w.teamStatus(dep); st == models.TeamFailed || st == models.TeamSkipped {
+				if st := w.teamStatus(dep); st == models.TeamFailed || st == models.TeamSkipped || st == models.TeamCancelled {
 					reason := fmt.Sprintf("skipped: upstream team %q %s", dep, st)
 					s.Teams = append(s.Teams, models.TeamOutput{TeamID: t.ID, TeamName: t.Name, Status: models.TeamSkipped, Error: reason})
 					w.warn(ctx, models.GlobalSupervisorSource(w.hier), fmt.Sprintf("team %q %s", t.Name, reason))
@@ -853,7 +890,7 @@ func (w *runWorkflow) offerableTeams() []models.Option {
 	var options []models.Option
 	for _, t := range w.hier.Teams {
 		st := w.teamStatus(t.Name)
-		if st == models.TeamFailed || st == models.TeamSkipped || !w.depsComplete(t.Name) {
+		if st == models.TeamFailed || st == models.TeamSkipped || st == models.TeamCancelled || !w.depsComplete(t.Name) {
 			continue
 		}
 		options = append(options, models.Option{Name: t.Name, Description: teamDescription(t)})

@@ -18,6 +18,17 @@ type TeamState struct {
 	Warnings   []string              `json:"warnings"`
 	Usage      models.Usage          `json:"usage"`
 	Events     runSignaler           `json:"events"`
+	// guidance takes the operator's guidance waiting for an agent
+	// (steering; nil without it).
+	guidance func(agentID string) []string
+}
+
+// takeGuidance is the guidance waiting for an agent, taken.
+func (s *TeamState) takeGuidance(agentID string) []string {
+	if s.guidance == nil {
+		return nil
+	}
+	return s.guidance(agentID)
 }
 
 // TeamWorkflow runs one team turn: the team supervisor picks a worker and
@@ -90,6 +101,7 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 			Publish:      true,
 			ReturnEvents: sink.returnsEvents(),
 			DeferWrites:  in.Options.DeferWrites,
+			Guidance:     s.takeGuidance(team.Supervisor.AgentID),
 		}).Get(ctx, &d); err != nil {
 			return nil, llmError(err, source, team.Supervisor, in.Options)
 		}
@@ -118,6 +130,7 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 			RunID: in.RunID, Agent: *worker, Source: models.WorkerSource(root, team, worker), Task: in.Task,
 			Instruction: d.Instruction, Context: bounded(prior, in.Options), Purpose: models.PurposeWorker,
 			MessageID: newMessageID(ctx), Options: in.Options, Events: sink, Budget: budget, Gate: gate,
+			Guidance: s.guidance,
 		}
 		if team.ShareContext {
 			turn.Context = bounded(concat(prior, workerItems(s.Outputs)), in.Options)
