@@ -101,6 +101,8 @@ func routeRules() map[string]rule {
 		"POST " + e + "/runs/cancel":       rw,
 		"POST " + e + "/runs/pause":        rw,
 		"POST " + e + "/runs/resume":       rw,
+		"POST " + e + "/runs/teams/cancel": rw,
+		"POST " + e + "/runs/redirect":     rw,
 		"POST " + e + "/runs/events":       rr,
 		"POST " + e + "/runs/messages":     rr,
 		"POST " + e + "/runs/stream":       rr,

@@ -149,6 +149,8 @@ func NewServer(opts Options) *Server {
 	runs.POST("/cancel", s.cancelRun)
 	runs.POST("/pause", s.pauseRun)
 	runs.POST("/resume", s.resumeRun)
+	runs.POST("/teams/cancel", s.cancelTeam)
+	runs.POST("/redirect", s.redirectAgent)
 	runs.POST("/events", s.listEvents)
 	runs.POST("/messages", s.listMessages)
 	runs.POST("/stream", s.streamRunPOST)

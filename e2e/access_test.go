@@ -175,6 +175,12 @@ func routeCases() map[string]routeCase {
 		"POST " + e + "/runs/cancel":       runBody("/runs/cancel"),
 		"POST " + e + "/runs/pause":        runBody("/runs/pause"),
 		"POST " + e + "/runs/resume":       runBody("/runs/resume"),
+		"POST " + e + "/runs/teams/cancel": obj(func(f accessFixture) (string, any) {
+			return e + "/runs/teams/cancel", map[string]any{"id": f.run, "team_name": "route-test-team", "reason": "route test"}
+		}),
+		"POST " + e + "/runs/redirect": obj(func(f accessFixture) (string, any) {
+			return e + "/runs/redirect", map[string]any{"id": f.run, "agent_id": "route-test-agent", "message": "route test"}
+		}),
 		"POST " + e + "/runs/events":       runBody("/runs/events"),
 		"POST " + e + "/runs/messages":     runBody("/runs/messages"),
 		"POST " + e + "/runs/stream":       runBody("/runs/stream"),

@@ -49,6 +49,10 @@ var (
 // allow this"; the business code says what happened.
 var CodeExecutionFinished = Code{"EXECUTION_ALREADY_FINISHED", 40901, 409}
 
+// CodeTeamNotRunning refuses cancelling a team of a running run whose turn
+// is not at work now (not started yet, or already ended).
+var CodeTeamNotRunning = Code{"TEAM_NOT_RUNNING", 40904, 409}
+
 // AllCodes lists the vocabulary in the order the README documents it.
 func AllCodes() []Code {
 	return []Code{
@@ -56,7 +60,7 @@ func AllCodes() []Code {
 		CodeProviderNotSupported, CodeMissingAPIKey,
 		CodeInvalidAPIKey, CodePermissionDenied,
 		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeRouteNotFound,
-		CodeExecutionInProgress, CodeExecutionFinished, CodeAlreadyExists, CodeIdempotencyKeyReused, CodeResourceLimitExceeded,
+		CodeExecutionInProgress, CodeExecutionFinished, CodeTeamNotRunning, CodeAlreadyExists, CodeIdempotencyKeyReused, CodeResourceLimitExceeded,
 		CodeUnsupportedMediaType, CodeRateLimited,
 		CodeSystemError, CodeExecutionFailed, CodeUnavailable, CodeExecutionTimeout,
 	}
