@@ -102,6 +102,17 @@ func TestRecordReplayHistories(t *testing.T) {
 		e.waitRun(id, time.Minute)
 		e.exportRun(t, id, dir("continued"))
 	})
+	t.Run("teamcancelled", func(t *testing.T) {
+		// Steering: the writer redirected and the research team cancelled
+		// while its analyst streams; the run completes without it.
+		e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-ANALYST": {{Content: strings.Repeat("analysis ", 400), TokenDelay: 25 * time.Millisecond}}}))
+		id := e.startRun(e.createHierarchy(referenceHierarchy()), "record team cancel")
+		waitFor(t, 30*time.Second, "the analyst's call", func() bool { return len(callsMatching(e.fake.Calls(), "W-ANALYST")) > 0 })
+		e.mustPost("/runs/redirect", map[string]any{"id": id, "agent_id": "w-writer", "message": "be brief"}, nil)
+		e.mustPost("/runs/teams/cancel", map[string]any{"id": id, "team_name": "research", "reason": "enough"}, nil)
+		e.waitRun(id, time.Minute)
+		e.exportRun(t, id, dir("teamcancelled"))
+	})
 	t.Run("retry", func(t *testing.T) {
 		full := strings.Repeat("complete ", 20)
 		e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-WRITER": {{Content: full, DropAfterChunks: 6}, {Content: full}}}))
