@@ -127,6 +127,10 @@ func (t *v1Translator) translate(e models.Event) []v1Event {
 		t.parallel = str(e.Data, "execution_mode") == models.ExecutionModeParallel
 		t.routedTogether = !t.parallel && limit > 1
 		return nil
+	case e.Event.Category == models.CategoryDispatch && e.Event.Action == models.ActionTeamCancelled:
+		// An operator cancelled a team's turn: its open worker ends
+		// cancelled (runs/teams/cancel).
+		return t.close(e, str(e.Data, "team_name"), models.TeamCancelled, out)
 	case src.AgentType == models.AgentTypeGlobalSupervisor:
 		// Routed one team at a time, the global supervisor acts between
 		// team turns only; with teams at work together (parallel mode, or
