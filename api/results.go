@@ -251,7 +251,7 @@ func BuildResults(in ResultsInput) *Results {
 		}
 		tr.Turns++
 		tr.Status = teamStatus(t.Status, run.Status, live)
-		tr.Partial = t.Partial && t.Status == models.TeamFailed
+		tr.Partial = t.Partial && (t.Status == models.TeamFailed || t.Status == models.TeamCancelled)
 		if t.Error != "" {
 			tr.Error = t.Error
 		}
