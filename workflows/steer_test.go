@@ -221,3 +221,54 @@ func TestRedirectAtNextTurn(t *testing.T) {
 		t.Errorf("redirects = %s", got)
 	}
 }
+
+// TestCancelTeamInParallel cancels team b of the diamond in parallel mode
+// while its worker works: c, at work beside it, completes; d, which needs
+// b, is skipped; the run completes.
+func TestCancelTeamInParallel(t *testing.T) {
+	f := &fakeActivities{decisions: map[string][]models.Decision{
+		"ts-a": {dispatch("worker-a", "x")}, "ts-b": {dispatch("worker-b", "x")}, "ts-c": {dispatch("worker-c", "x")}, "ts-d": {dispatch("worker-d", "x")},
+	}}
+	var started atomic.Bool
+	f.respond = func(ctx context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		if in.Agent.AgentID == "w-b" {
+			started.Store(true)
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				activity.RecordHeartbeat(ctx)
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+			}
+		}
+		return &models.RespondResult{Output: "output of " + in.Agent.Name, Usage: models.Usage{TotalTokens: 10}}, nil
+	}
+	env := newEnv(t, f)
+	var answers []string
+	whenStarted(env, &started, func() {
+		steerUpdate(env, models.UpdateCancelTeam, models.CancelTeamRequest{TeamName: "b", Reason: "not needed"}, &answers)
+	})
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(diamond(models.ExecutionModeParallel)))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res models.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if len(answers) != 1 || answers[0] != "b" {
+		t.Errorf("answers = %q", answers)
+	}
+	status := map[string]string{}
+	for _, o := range res.Teams {
+		status[o.TeamName] = o.Status
+	}
+	want := map[string]string{"a": models.TeamCompleted, "b": models.TeamCancelled, "c": models.TeamCompleted, "d": models.TeamSkipped}
+	for n, s := range want {
+		if status[n] != s {
+			t.Errorf("team %s: %q, want %q (%+v)", n, status[n], s, res.Teams)
+		}
+	}
+	if len(res.Errors) != 0 || f.lastStatus().Status != models.RunCompleted {
+		t.Errorf("errors %+v, status %q", res.Errors, f.lastStatus().Status)
+	}
+}
