@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/workflows"
@@ -270,5 +271,35 @@ func TestCancelTeamInParallel(t *testing.T) {
 	}
 	if len(res.Errors) != 0 || f.lastStatus().Status != models.RunCompleted {
 		t.Errorf("errors %+v, status %q", res.Errors, f.lastStatus().Status)
+	}
+}
+
+// TestSteerRefusedBeforeTheChange: a run started before steering
+// (steer-teams change id) refuses both updates, and runs as it did.
+func TestSteerRefusedBeforeTheChange(t *testing.T) {
+	f := &fakeActivities{decisions: map[string][]models.Decision{"gs": {dispatch("writing", "go")}, "ts-w": {dispatch("writer", "go")}}}
+	writer := &slowWriter{}
+	writer.install(f)
+	env := newEnv(t, f)
+	env.OnGetVersion("steer-teams", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	var answers []string
+	writer.whenWriterStarted(env, func() {
+		steerUpdate(env, models.UpdateCancelTeam, models.CancelTeamRequest{TeamName: "writing"}, &answers)
+		steerUpdate(env, models.UpdateRedirect, models.RedirectRequest{AgentID: "gs", Message: "x"}, &answers)
+		writer.paused.Store(true)
+	})
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(testHierarchy()))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(answers) != 2 || !strings.Contains(answers[0], "before steering") || !strings.Contains(answers[1], "before steering") {
+		t.Errorf("answers = %q", answers)
+	}
+	var res models.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Teams) != 1 || res.Teams[0].Status != models.TeamCompleted {
+		t.Errorf("teams = %+v", res.Teams)
 	}
 }
