@@ -27,6 +27,9 @@ type startInput struct {
 	// id, and the id of the message of its final answer.
 	ID        *string `json:"id"`
 	MessageID *string `json:"message_id"`
+	// PreviousRunID makes the run a follow-up of a finished run of the
+	// same hierarchy (see previousRun).
+	PreviousRunID *string `json:"previous_run_id"`
 }
 
 // Caller-set ids (spec 003): letters, digits, '_', '-' and '.', starting
@@ -135,6 +138,9 @@ func (s *Server) startRun(c *gin.Context) {
 	if err == nil {
 		err = callerIDs(&opts, "id", in.ID, "message_id", in.MessageID)
 	}
+	if err == nil {
+		opts.Previous, err = s.previousRun(ctx, "previous_run_id", in.PreviousRunID, h)
+	}
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -144,7 +150,45 @@ func (s *Server) startRun(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	ok(c, gin.H{"id": run.ID, "workflow_id": run.WorkflowID, "status": run.Status})
+	ok(c, gin.H{"id": run.ID, "workflow_id": run.WorkflowID, "status": run.Status, "thread_id": run.ThreadID})
+}
+
+// previousRun reads a start's optional previous_run_id (field names it in
+// errors): the run a follow-up follows. It must be visible to the caller
+// (else 404, as any run the caller cannot see), have run the same
+// hierarchy (else 400) and have finished, in any terminal status (else
+// 409 EXECUTION_IN_PROGRESS: a follow-up builds on a final answer, and a
+// run still going has none yet). nil id: no previous run.
+func (s *Server) previousRun(ctx context.Context, field string, id *string, h *models.Hierarchy) (*store.Run, error) {
+	if id == nil {
+		return nil, nil
+	}
+	v := strings.TrimSpace(*id)
+	if v == "" {
+		return nil, models.FieldError(field, "must be a run id when given (omit it to start a new thread)")
+	}
+	run, err := s.visibleRun(ctx, v)
+	if err != nil {
+		if models.ErrorCode(err) == models.CodeExecutionNotFound {
+			return nil, &models.Error{Code: models.CodeExecutionNotFound, Field: field, Message: fmt.Sprintf("%s: run %q not found", field, v)}
+		}
+		return nil, err
+	}
+	if run.HierarchyID != h.ID {
+		return nil, models.FieldError(field, "run %q ran hierarchy %q; a follow-up run must run the same hierarchy (%q)", v, run.HierarchyID, h.ID)
+	}
+	if !models.IsTerminal(run.Status) && s.runs != nil {
+		// A run whose workflow was terminated reads running until
+		// reconciled.
+		if reconciled, err := s.runs.Reconcile(ctx, run); err == nil {
+			run = reconciled
+		}
+	}
+	if !models.IsTerminal(run.Status) {
+		return nil, &models.Error{Code: models.CodeExecutionInProgress, Field: field,
+			Message: fmt.Sprintf("%s: run %q is still %s; a follow-up run can start once it has finished", field, v, run.Status)}
+	}
+	return run, nil
 }
 
 // Runs starts runs: the part of the API that talks to Temporal.
@@ -188,6 +232,9 @@ type StartOptions struct {
 	// ones are generated. runField and messageField name them in errors.
 	RunID, MessageID       string
 	runField, messageField string
+	// Previous is the finished run this one follows up (previous_run_id),
+	// checked by the caller (Server.previousRun); nil: a new thread.
+	Previous *store.Run
 }
 
 // Start checks the agents' providers, stores a pending run and starts its
@@ -229,6 +276,13 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 		ID: id, HierarchyID: h.ID, HierarchyName: h.Name, TotalTeams: len(h.Teams),
 		WorkflowID: models.RunWorkflowID(id), Task: task, TenantID: tenant,
 	}
+	var previous *models.PreviousRun
+	if p := opts.Previous; p != nil {
+		run.ThreadID, run.PreviousRunID = firstNonEmpty(p.ThreadID, p.ID), p.ID
+		if previous, err = r.previousInput(ctx, p, run.ThreadID); err != nil {
+			return nil, err
+		}
+	}
 	if err := r.Store.CreateRun(ctx, run); err != nil {
 		var e *models.Error
 		if errors.As(err, &e) && e.Code == models.CodeAlreadyExists && opts.runField != "" {
@@ -241,6 +295,9 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 		TaskQueue:     r.TaskQueue,
 		StaticSummary: h.Name + ": " + oneLine(task, 200),
 		StaticDetails: fmt.Sprintf("Hierarchy %s (%s), %d teams, %s.\n\nTask: %s", h.Name, h.ID, len(h.Teams), h.ExecutionMode, task),
+	}
+	if previous != nil {
+		start.StaticDetails += fmt.Sprintf("\n\nFollows up run %s (thread %s).", previous.RunID, previous.ThreadID)
 	}
 	var attrs []temporal.SearchAttributeUpdate
 	if r.Options.SearchAttributes {
@@ -256,7 +313,7 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 	if len(attrs) > 0 {
 		start.TypedSearchAttributes = temporal.NewSearchAttributes(attrs...)
 	}
-	_, err = r.Temporal.ExecuteWorkflow(ctx, start, models.RunWorkflowName, models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(tenant, opts), AnswerMessageID: opts.MessageID, OfflineAgents: offline})
+	_, err = r.Temporal.ExecuteWorkflow(ctx, start, models.RunWorkflowName, models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(tenant, opts), AnswerMessageID: opts.MessageID, OfflineAgents: offline, Previous: previous})
 	if err != nil {
 		_ = r.Store.DeleteRun(context.WithoutCancel(ctx), id)
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
@@ -267,6 +324,28 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 		return nil, &models.Error{Code: models.CodeUnavailable, Message: "could not start the run's workflow: Temporal is unavailable", Err: err}
 	}
 	return run, nil
+}
+
+// previousInput is what a follow-up run's workflow is given of the run it
+// follows: its task, team results and final answer, answers by reference
+// to their stored messages and the whole within the context limits
+// (models.PreviousRunContext).
+func (r *Runs) previousInput(ctx context.Context, p *store.Run, thread string) (*models.PreviousRun, error) {
+	src := models.PreviousRunSource{RunID: p.ID, Status: p.Status, Task: p.Task, FinalAnswer: p.FinalAnswer, Error: p.Error}
+	if p.Result != nil {
+		src.Teams = p.Result.Teams
+		if src.FinalAnswer == "" {
+			src.FinalAnswer = p.Result.FinalAnswer
+		}
+	}
+	if src.FinalAnswer != "" {
+		id, err := r.Store.FinalAnswerMessageID(ctx, p.ID)
+		if err != nil {
+			return nil, err
+		}
+		src.FinalAnswerMessageID = id
+	}
+	return &models.PreviousRun{RunID: p.ID, ThreadID: thread, Status: p.Status, Context: models.PreviousRunContext(src, r.Options)}, nil
 }
 
 func (r *Runs) runOptions(tenant string, opts StartOptions) models.RunOptions {
@@ -443,6 +522,7 @@ type listRunsInput struct {
 	pageInput
 	HierarchyID string `json:"hierarchy_id"`
 	Status      string `json:"status"`
+	ThreadID    string `json:"thread_id"`
 }
 
 func (s *Server) listRuns(c *gin.Context) {
@@ -456,7 +536,7 @@ func (s *Server) listRuns(c *gin.Context) {
 		return
 	}
 	f.Tenant = tenantFilter(c.Request.Context())
-	runs, total, err := s.store.ListRuns(c.Request.Context(), store.RunFilter{ListFilter: f, HierarchyID: strings.TrimSpace(in.HierarchyID), Status: in.Status})
+	runs, total, err := s.store.ListRuns(c.Request.Context(), store.RunFilter{ListFilter: f, HierarchyID: strings.TrimSpace(in.HierarchyID), Status: in.Status, ThreadID: strings.TrimSpace(in.ThreadID)})
 	if err != nil {
 		s.writeError(c, err)
 		return

@@ -108,6 +108,9 @@ type v1ExecuteInput struct {
 	// the execution's id and the id of its final answer's message.
 	ExecutionID *string `json:"execution_id"`
 	MessageID   *string `json:"message_id"`
+	// PreviousRunID makes the execution a follow-up of a finished
+	// execution of the same team (as runs/start's previous_run_id).
+	PreviousRunID *string `json:"previous_run_id"`
 }
 
 func (s *Server) v1Execute(c *gin.Context) {
@@ -144,6 +147,10 @@ func (s *Server) v1Execute(c *gin.Context) {
 		s.writeError(c, models.FieldError("task", "is required: the team has no top_supervisor_config.user_prompt or description to use as the task"))
 		return
 	}
+	if opts.Previous, err = s.previousRun(ctx, "previous_run_id", in.PreviousRunID, h); err != nil {
+		s.writeError(c, err)
+		return
+	}
 	run, err := s.runs.Start(ctx, h, task, opts)
 	if err != nil {
 		// The start names the engine's fields (teams[0].workers[1]); this
@@ -157,6 +164,7 @@ func (s *Server) v1Execute(c *gin.Context) {
 		"status":       "started",
 		"started_at":   run.CreatedAt,
 		"task":         task,
+		"thread_id":    run.ThreadID,
 		"stream_url":   V1Prefix + "/executions/" + run.ID + "/stream",
 		"results_url":  V1Prefix + "/executions/" + run.ID + "/results",
 		// The mean of the team's latest completed executions; null before
@@ -209,11 +217,15 @@ func (s *Server) v1GetExecution(c *gin.Context) {
 		"updated_at":   run.UpdatedAt,
 		"completed_at": run.CompletedAt,
 		"progress":     p,
+		"thread_id":    run.ThreadID,
 		// See estimatedRemaining; null when nothing honest can be said.
 		"estimated_remaining_time": s.estimatedRemaining(ctx, run, p.CompletionPercentage, time.Now()),
 	}
 	if run.Error != "" {
 		data["error"] = run.Error
+	}
+	if run.PreviousRunID != "" {
+		data["previous_run_id"] = run.PreviousRunID
 	}
 	if v.Offline {
 		data["offline"] = true

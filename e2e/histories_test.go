@@ -113,6 +113,20 @@ func TestRecordReplayHistories(t *testing.T) {
 		e.waitRun(id, time.Minute)
 		e.exportRun(t, id, dir("teamcancelled"))
 	})
+	t.Run("followup", func(t *testing.T) {
+		// A follow-up run (previous_run_id): its input carries the
+		// previous run's context.
+		e := newEnv(t, followRules())
+		hid := e.createHierarchy(followHierarchy("followup"))
+		first := e.startRun(hid, "record the first run")
+		e.waitRun(first, time.Minute)
+		var out struct {
+			ID string `json:"id"`
+		}
+		e.mustPost("/runs/start", map[string]any{"hierarchy_id": hid, "task": "SECOND TASK: record a follow-up", "previous_run_id": first}, &out)
+		e.waitRun(out.ID, time.Minute)
+		e.exportRun(t, out.ID, dir("followup"))
+	})
 	t.Run("retry", func(t *testing.T) {
 		full := strings.Repeat("complete ", 20)
 		e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-WRITER": {{Content: full, DropAfterChunks: 6}, {Content: full}}}))

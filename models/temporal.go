@@ -165,6 +165,10 @@ type RunInput struct {
 	// at start: lifecycle.started says so, so that nobody mistakes its
 	// placeholder text for a model's work.
 	OfflineAgents []string `json:"offline_agents,omitempty"`
+	// Previous is the run this one follows up (runs/start's
+	// previous_run_id): the supervisors see its task, final answer and
+	// team results as context. Nil for a run that follows none.
+	Previous *PreviousRun `json:"previous,omitempty"`
 	// State is the run's state carried across continue-as-new; nil when
 	// the run starts.
 	State *RunState `json:"state,omitempty"`
@@ -330,6 +334,9 @@ type TeamInput struct {
 	PriorTeams    []TeamOutput `json:"prior_teams,omitempty"`
 	MaxIterations int          `json:"max_iterations"`
 	Options       RunOptions   `json:"options"`
+	// PreviousContext is what the team supervisor sees of the run this
+	// one follows up (RunInput.Previous); empty for other runs.
+	PreviousContext []ContextItem `json:"previous_context,omitempty"`
 }
 
 // TeamResult is what a TeamWorkflow returns.

@@ -184,3 +184,17 @@ func (s *Store) HydrateResult(ctx context.Context, r *models.RunResult) (*models
 func withoutNUL(s string) string {
 	return strings.ReplaceAll(s, "\x00", "\uFFFD")
 }
+
+// FinalAnswerMessageID returns the id of the message that stores a run's
+// final answer (the global supervisor's newest message of the run), or ""
+// when the run has none (it did not complete).
+func (s *Store) FinalAnswerMessageID(ctx context.Context, runID string) (string, error) {
+	var rows []messageRow
+	err := s.db.WithContext(ctx).Select("id").
+		Where("run_id = ? AND agent_type = ? AND parent_message_id IS NULL", runID, models.AgentTypeGlobalSupervisor).
+		Order("created_at DESC, id DESC").Limit(1).Find(&rows).Error
+	if err != nil || len(rows) == 0 {
+		return "", err
+	}
+	return rows[0].ID, nil
+}

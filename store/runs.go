@@ -21,6 +21,8 @@ type runRow struct {
 	TotalTeams    int
 	WorkflowID    string
 	Task          string
+	ThreadID      string
+	PreviousRunID string
 	Status        string
 	Result        string
 	FinalAnswer   string
@@ -35,13 +37,20 @@ func (runRow) TableName() string { return "execution" }
 
 // Run is a stored run.
 type Run struct {
-	ID            string            `json:"id"`
-	TenantID      string            `json:"tenant_id,omitempty"`
-	HierarchyID   string            `json:"hierarchy_id"`
-	HierarchyName string            `json:"hierarchy_name"`
-	TotalTeams    int               `json:"total_teams"`
-	WorkflowID    string            `json:"workflow_id"`
-	Task          string            `json:"task"`
+	ID            string `json:"id"`
+	TenantID      string `json:"tenant_id,omitempty"`
+	HierarchyID   string `json:"hierarchy_id"`
+	HierarchyName string `json:"hierarchy_name"`
+	TotalTeams    int    `json:"total_teams"`
+	WorkflowID    string `json:"workflow_id"`
+	Task          string `json:"task"`
+	// ThreadID names the run's thread: the id of its first run. A run
+	// started with previous_run_id (a follow-up) inherits its previous
+	// run's thread; any other run starts a thread of its own.
+	ThreadID string `json:"thread_id"`
+	// PreviousRunID is the run this one follows up; empty for the first
+	// run of a thread.
+	PreviousRunID string            `json:"previous_run_id,omitempty"`
 	Status        string            `json:"status"`
 	Result        *models.RunResult `json:"result,omitempty"`
 	FinalAnswer   string            `json:"final_answer,omitempty"`
@@ -53,14 +62,17 @@ type Run struct {
 }
 
 // CreateRun stores a new run as pending, in the default tenant when
-// r.TenantID is empty.
+// r.TenantID is empty, and in a thread of its own when r.ThreadID is.
 func (s *Store) CreateRun(ctx context.Context, r *Run) error {
 	now := time.Now().UTC()
 	r.CreatedAt, r.UpdatedAt, r.Status = now, now, models.RunPending
 	r.TenantID = tenantOr(r.TenantID)
+	if r.ThreadID == "" {
+		r.ThreadID = r.ID
+	}
 	row := runRow{
 		ID: r.ID, TenantID: r.TenantID, HierarchyID: r.HierarchyID, HierarchyName: r.HierarchyName, TotalTeams: r.TotalTeams, WorkflowID: r.WorkflowID,
-		Task: r.Task, Status: r.Status, CreatedAt: now, UpdatedAt: now,
+		Task: r.Task, ThreadID: r.ThreadID, PreviousRunID: r.PreviousRunID, Status: r.Status, CreatedAt: now, UpdatedAt: now,
 	}
 	err := s.db.WithContext(ctx).Create(&row).Error
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
@@ -102,6 +114,8 @@ type RunFilter struct {
 	ListFilter
 	HierarchyID string
 	Status      string
+	// ThreadID selects the runs of one thread (see Run.ThreadID).
+	ThreadID string
 }
 
 // ListRuns returns one page of runs, newest first, and the total count.
@@ -112,6 +126,9 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]*Run, int64, error
 	}
 	if f.Status != "" {
 		q = q.Where("status = ?", f.Status)
+	}
+	if f.ThreadID != "" {
+		q = q.Where("thread_id = ?", f.ThreadID)
 	}
 	var total int64
 	if err := q.Count(&total).Error; err != nil {
@@ -197,8 +214,11 @@ func (s *Store) UpdateRunStatus(ctx context.Context, u models.RunStatusUpdate) (
 func (row runRow) toRun() (*Run, error) {
 	r := &Run{
 		ID: row.ID, TenantID: row.TenantID, HierarchyID: row.HierarchyID, HierarchyName: row.HierarchyName, TotalTeams: row.TotalTeams, WorkflowID: row.WorkflowID,
-		Task: row.Task, Status: row.Status, FinalAnswer: row.FinalAnswer, Error: row.Error,
+		Task: row.Task, ThreadID: row.ThreadID, PreviousRunID: row.PreviousRunID, Status: row.Status, FinalAnswer: row.FinalAnswer, Error: row.Error,
 		CreatedAt: row.CreatedAt.UTC(), StartedAt: utcPtr(row.StartedAt), CompletedAt: utcPtr(row.CompletedAt), UpdatedAt: row.UpdatedAt.UTC(),
+	}
+	if r.ThreadID == "" {
+		r.ThreadID = r.ID // written before the migration's backfill
 	}
 	if row.Result != "" {
 		r.Result = &models.RunResult{}

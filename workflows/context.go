@@ -8,7 +8,7 @@ import (
 
 // DefaultContextTotalChars bounds the earlier outputs shown in one prompt
 // when RunOptions.ContextTotalChars is zero.
-const DefaultContextTotalChars = 32000
+const DefaultContextTotalChars = models.DefaultContextTotalChars
 
 // teamItems is the context of completed team turns: one item per turn,
 // each worker's answer by reference.
@@ -65,4 +65,37 @@ func bounded(items []models.ContextItem, o models.RunOptions) []models.ContextIt
 		Content: fmt.Sprintf("%d earlier outputs are left out to keep this prompt within its context budget.", left),
 	})
 	return append(out, items[left:]...)
+}
+
+// withPrevious is bounded(items), preceded in a follow-up run by what the
+// supervisors see of the previous run (RunInput.Previous's context, at
+// most half the budget: see models.PreviousRunContext); the run's own
+// items get the rest of the budget, and at least half of it. Without a
+// previous run it is bounded(items), so other runs see what they saw.
+func withPrevious(previous, items []models.ContextItem, o models.RunOptions) []models.ContextItem {
+	if len(previous) == 0 {
+		return bounded(items, o)
+	}
+	perItem, total := o.ContextCharLimit, o.ContextTotalChars
+	if perItem <= 0 {
+		perItem = models.DefaultContextCharLimit
+	}
+	if total <= 0 {
+		total = DefaultContextTotalChars
+	}
+	used := 0
+	for _, c := range previous {
+		used += min(c.Size(), perItem)
+	}
+	o.ContextTotalChars = max(total-used, total/2)
+	return concat(previous, bounded(items, o))
+}
+
+// previousContext is the previous run's context of a follow-up run; nil
+// for other runs.
+func (w *runWorkflow) previousContext() []models.ContextItem {
+	if w.in.Previous == nil {
+		return nil
+	}
+	return w.in.Previous.Context
 }

@@ -54,3 +54,29 @@ func TestResolvedReadsTruncatedReferences(t *testing.T) {
 		t.Errorf("Resolved without the message = %q", got)
 	}
 }
+
+func TestWithPreviousSharesTheBudget(t *testing.T) {
+	o := models.RunOptions{ContextCharLimit: 8000, ContextTotalChars: 5000}
+	var items []models.ContextItem
+	for i := 0; i < 10; i++ {
+		items = append(items, models.ContextItem{From: "team t", Content: strings.Repeat("x", 1000)})
+	}
+	// Without a previous run: bounded, unchanged.
+	if got, want := withPrevious(nil, items, o), bounded(items, o); len(got) != len(want) || got[0].Content != want[0].Content {
+		t.Fatalf("withPrevious(nil) = %d items, bounded = %d", len(got), len(want))
+	}
+	previous := []models.ContextItem{{From: models.PreviousTaskLabel, Content: "old task"}, {From: models.PreviousAnswerLabel, Content: strings.Repeat("p", 2000)}}
+	got := withPrevious(previous, items, o)
+	if got[0].From != models.PreviousTaskLabel || got[1].From != models.PreviousAnswerLabel {
+		t.Fatalf("previous items first: %+v", got[:2])
+	}
+	// 5000 - 2008 leaves room for two of the run's own outputs (and the
+	// note); at least half the budget is always left to them.
+	if len(got) != 2+1+2 || got[2].From != "earlier work" {
+		t.Errorf("got %d items: %+v", len(got), got)
+	}
+	big := []models.ContextItem{{From: models.PreviousAnswerLabel, Content: strings.Repeat("p", 8000)}}
+	if got := withPrevious(big, items, o); len(got) != 1+1+2 {
+		t.Errorf("with a previous run over the budget, got %d items, want it, a note and half the budget's worth", len(got))
+	}
+}

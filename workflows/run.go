@@ -247,6 +247,10 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 			started["offline"] = true
 			started["offline_agents"] = w.in.OfflineAgents
 		}
+		if p := w.in.Previous; p != nil {
+			// A follow-up run (event data, as above).
+			started["previous_run_id"], started["thread_id"] = p.RunID, p.ThreadID
+		}
 		w.emit(ctx, gs, models.CategoryLifecycle, models.ActionStarted, started)
 		topo := topology(w.hier)
 		if limit := w.routedLimit(); w.routedParallel && limit > 1 {
@@ -296,7 +300,7 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 		Source:       gs,
 		Task:         w.in.Task,
 		Instruction:  w.in.Task,
-		Context:      bounded(teamItems(completedTeams(s.Teams)), w.in.Options),
+		Context:      withPrevious(w.previousContext(), teamItems(completedTeams(s.Teams)), w.in.Options),
 		RunOptions:   w.in.Options,
 		NoTools:      true,
 		MessageID:    finalID,
@@ -400,7 +404,7 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 			Task:         w.in.Task,
 			Options:      options,
 			Completed:    s.CompletedTeams,
-			Context:      bounded(teamItems(completedTeams(s.Teams)), w.in.Options),
+			Context:      withPrevious(w.previousContext(), teamItems(completedTeams(s.Teams)), w.in.Options),
 			AllowFinish:  len(s.CompletedTeams) > 0,
 			Iteration:    s.Iteration,
 			RunOptions:   w.in.Options,
@@ -524,7 +528,7 @@ func (w *runWorkflow) runRouted(ctx workflow.Context, limit int) error {
 				Task:         w.in.Task,
 				Options:      options,
 				Completed:    s.CompletedTeams,
-				Context:      bounded(teamItems(completedTeams(s.Teams)), w.in.Options),
+				Context:      withPrevious(w.previousContext(), teamItems(completedTeams(s.Teams)), w.in.Options),
 				AllowFinish:  len(s.CompletedTeams) > 0 || len(running) > 0,
 				Iteration:    s.Iteration,
 				RunOptions:   w.in.Options,
@@ -691,6 +695,8 @@ func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruc
 		MaxIterations: w.hier.MaxIterations,
 		Options:       w.in.Options,
 		PriorContext:  bounded(teamItems(w.contextFor(team.Name)), w.in.Options),
+		// A follow-up run's team supervisors see the previous run too.
+		PreviousContext: w.previousContext(),
 	}
 	output := models.TeamOutput{Turn: s.Turns, TeamID: team.ID, TeamName: team.Name, Instruction: instruction, StartedAt: &now}
 	if w.inlineTeams {

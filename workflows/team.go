@@ -94,7 +94,7 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 			Instruction:  in.Instruction,
 			Options:      options,
 			Completed:    s.Dispatched,
-			Context:      bounded(concat(prior, workerItems(s.Outputs)), in.Options),
+			Context:      withPrevious(in.PreviousContext, concat(prior, workerItems(s.Outputs)), in.Options),
 			AllowFinish:  len(s.Outputs) > 0,
 			Iteration:    s.Iteration,
 			RunOptions:   in.Options,
