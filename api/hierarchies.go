@@ -35,6 +35,7 @@ type agentInput struct {
 	Timeout    int             `json:"timeout"`
 	UserPrompt string          `json:"user_prompt"`
 	LLMConfig  *llmConfigInput `json:"llm_config"`
+	approvalConfig
 }
 
 // llmConfigInput is spec 001's per-agent llm_config.
@@ -170,6 +171,9 @@ func (in *agentInput) toModel(field string, worker bool) (models.Agent, error) {
 		if c.Timeout != 0 {
 			a.Timeout = c.Timeout
 		}
+	}
+	if err := in.approvalConfig.apply(field, &a, worker); err != nil {
+		return a, err
 	}
 	// Supervisors have no tools or sub-agents (they route); their
 	// max_iterations bounds their routing loop.

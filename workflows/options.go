@@ -143,6 +143,12 @@ const (
 	// new carrying them (RunState.Suspended); it waited for the turns to
 	// end.
 	changeTurnContinueAsNew = "turn-continue-as-new"
+	// changeApprovals: agents with requires_approval and tools in
+	// approval_tools wait for a person's decision (approval.go); they
+	// were ignored. Asked once at the run's start and carried in
+	// RunOptions.Approvals; only team turns run inside the run's workflow
+	// have gates.
+	changeApprovals = "approval-gates"
 )
 
 // recordFieldChanges asks, once at the start of a run's execution, for the

@@ -54,6 +54,9 @@ type runWorkflow struct {
 	// statusBusy serializes status writes (pause and resume write from
 	// their handlers while the main coroutine may write too).
 	statusBusy bool
+	// approvals holds the run's open approval gates; nil without them
+	// (changeApprovals).
+	approvals *approvalBook
 }
 
 // RunWorkflow runs a hierarchy on a task: the global supervisor picks a
@@ -83,6 +86,8 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	w.gate = newPauseGate(w.in.Options)
 	w.routedParallel = workflow.GetVersion(ctx, changeRoutedParallel, workflow.DefaultVersion, 1) == 1
 	w.turnContinueAsNew = w.inlineTeams && workflow.GetVersion(ctx, changeTurnContinueAsNew, workflow.DefaultVersion, 1) == 1
+	w.in.Options.Approvals = workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) == 1 && w.inlineTeams && w.gate != nil
+	w.approvals = newApprovalBook(w)
 	if w.gate != nil && w.state.Status == models.RunPaused {
 		w.gate.paused = true // paused across continue-as-new
 	}
@@ -127,6 +132,9 @@ func (w *runWorkflow) setup(ctx workflow.Context) error {
 	// be after the main coroutine has already appended what must follow it.
 	w.signals = workflow.GetSignalChannel(ctx, models.SignalEvents)
 	workflow.Go(bg, w.persistLoop)
+	if err := w.setupApprovals(ctx); err != nil {
+		return err
+	}
 	return w.setupPause(ctx)
 }
 
@@ -699,6 +707,7 @@ func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruc
 func (w *runWorkflow) runInline(ctx workflow.Context, st *TeamState, output models.TeamOutput) startedTeam {
 	done, settle := workflow.NewFuture(ctx)
 	sink := &runLogSink{w: w, id: models.TeamWorkflowID(w.in.RunID, output.Turn)}
+	st.approvals = w.approvals
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		res, err := runTeamTurn(ctx, st, sink, w.delegations, w.gate, w.suspendTurn(ctx))
 		if errors.Is(err, errSuspended) {
