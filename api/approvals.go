@@ -124,6 +124,13 @@ func (s *Server) resolveApproval(c *gin.Context, approve bool) {
 	if !valid {
 		return
 	}
+	// The run first: another tenant's run is not found, whatever the body.
+	ctx := c.Request.Context()
+	run, err := s.visibleRun(ctx, id)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
 	d := models.ApprovalDecision{
 		ApprovalID: strings.TrimSpace(in.ApprovalID), Comment: strings.TrimSpace(in.Comment),
 		Instruction: in.Instruction, Arguments: in.Arguments, By: approver(c.Request.Context()),
@@ -151,12 +158,6 @@ func (s *Server) resolveApproval(c *gin.Context, approve bool) {
 		return
 	}
 	if _, err := d.ArgumentsText(); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	ctx := c.Request.Context()
-	run, err := s.visibleRun(ctx, id)
-	if err != nil {
 		s.writeError(c, err)
 		return
 	}
