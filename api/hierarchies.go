@@ -172,9 +172,6 @@ func (in *agentInput) toModel(field string, worker bool) (models.Agent, error) {
 			a.Timeout = c.Timeout
 		}
 	}
-	if err := in.approvalConfig.apply(field, &a, worker); err != nil {
-		return a, err
-	}
 	// Supervisors have no tools or sub-agents (they route); their
 	// max_iterations bounds their routing loop.
 	if worker {
@@ -187,6 +184,9 @@ func (in *agentInput) toModel(field string, worker bool) (models.Agent, error) {
 		}
 	} else {
 		a.Tools = nil
+	}
+	if err := in.approvalConfig.apply(field, &a, worker); err != nil {
+		return a, err
 	}
 	if in.AgentID != nil {
 		// An explicit agent_id must be usable; only an absent one is generated.
