@@ -309,7 +309,10 @@ func (e *testEnv) setUpTenant(key string, admin string) accessFixture {
 // access rule panics NewServer; one added without a case here fails this
 // test.
 func TestAccessRouteTable(t *testing.T) {
-	e := newEnv(t, accessRules(), withAuth)
+	// Every route is called with the same keys within a second or two:
+	// a rate limit high enough that the table's growth never meets it
+	// (TestIdempotencyLimitsAndBrowserSafety tests the limit).
+	e := newEnv(t, accessRules(), withAuth, withConfig(func(c *config.Config) { c.RateLimitRPS, c.RateLimitBurst = 1000, 2000 }))
 	nonAdmin := []auth.Scope{auth.ScopeHierarchiesRead, auth.ScopeHierarchiesWrite, auth.ScopeRunsRead, auth.ScopeRunsWrite}
 	admin := e.issueKey("ops", auth.ScopeAdmin)
 	keyA := e.issueKey("tenant-a", nonAdmin...)
