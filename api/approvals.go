@@ -59,6 +59,15 @@ func (c approvalConfig) apply(field string, a *models.Agent, worker bool) error 
 	return nil
 }
 
+// noGate refuses approval settings on the global supervisor, which has no
+// gate (its teams' supervisors and workers do).
+func noGate(field string, a models.Agent) error {
+	if a.RequiresApproval || a.ApprovalTimeout != 0 || a.ApprovalDefault != "" {
+		return models.FieldError(field+".requires_approval", "the global supervisor has no approval gate; set requires_approval on a team supervisor or a worker")
+	}
+	return nil
+}
+
 // approvalConfigOf is a's settings as the API returns them.
 func approvalConfigOf(a models.Agent) approvalConfig {
 	return approvalConfig{RequiresApproval: a.RequiresApproval, ApprovalTools: a.ApprovalTools, ApprovalTimeout: a.ApprovalTimeout, ApprovalDefault: a.ApprovalDefault}

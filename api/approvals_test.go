@@ -40,6 +40,9 @@ func TestApprovalSettingsRoundTrip(t *testing.T) {
 			}
 			a.expectError(pathCreate, body, http.StatusBadRequest, 40001)
 		}
+		gated := contractBody()
+		gated["global_supervisor_agent"].(map[string]any)["requires_approval"] = true
+		a.expectError(pathCreate, gated, http.StatusBadRequest, 40001)
 
 		// Spec 001.
 		req := specRequest(t)

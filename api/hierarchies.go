@@ -226,6 +226,9 @@ func (in *hierarchyInput) toModel() (*models.Hierarchy, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := noGate("global_supervisor_agent", gs); err != nil {
+		return nil, err
+	}
 	if gs.SystemPrompt == "" {
 		gs.SystemPrompt = in.GlobalPrompt
 	}

@@ -110,6 +110,9 @@ func (in *v1TeamRequest) toModel(tools ToolCatalog) (*models.Hierarchy, []droppe
 		if err != nil {
 			return nil, nil, err
 		}
+		if err := noGate("top_supervisor_config", gs); err != nil {
+			return nil, nil, err
+		}
 		h.GlobalSupervisor = gs
 	}
 	var dropped []droppedTool
