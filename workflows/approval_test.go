@@ -353,3 +353,38 @@ func TestToolApproval(t *testing.T) {
 		}
 	}
 }
+
+// TestApprovalWhilePaused: a run paused while a gate is open reads paused;
+// approved meanwhile, the worker still waits for the resume, which finds
+// no gate open and reads running.
+func TestApprovalWhilePaused(t *testing.T) {
+	f := writerScript()
+	env := newEnv(t, f)
+	var pauses []string
+	var answers []decision
+	var atResume int
+	env.RegisterDelayedCallback(func() { update(env, models.UpdatePause, &pauses) }, time.Hour)
+	env.RegisterDelayedCallback(func() {
+		if p := approvals(t, env); len(p) == 1 {
+			resolve(env, models.UpdateApprove, models.ApprovalDecision{ApprovalID: p[0].ApprovalID, By: "api_key:k"}, &answers)
+		}
+	}, 2*time.Hour)
+	env.RegisterDelayedCallback(func() {
+		atResume = len(writerInstructions(f))
+		update(env, models.UpdateResume, &pauses)
+	}, 3*time.Hour)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(approvalHierarchy(func(w *models.Agent) { w.RequiresApproval = true })))
+	runResult(t, env)
+	if len(answers) != 1 || answers[0].res.Decision != models.ApprovalApproved {
+		t.Fatalf("answers = %+v", answers)
+	}
+	if atResume != 0 || len(writerInstructions(f)) != 1 {
+		t.Errorf("writer calls: %d before the resume, %d in all", atResume, len(writerInstructions(f)))
+	}
+	if got := strings.Join(pauses, ","); got != "paused,running" {
+		t.Errorf("pause answers = %s", got)
+	}
+	if got := statusTrail(f); got != "running,waiting_approval,paused,running,completed" {
+		t.Errorf("statuses = %s", got)
+	}
+}
