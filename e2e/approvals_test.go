@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/op-stack/executor/llm/llmfake"
 	"github.com/op-stack/executor/models"
 )
 
@@ -153,4 +154,54 @@ func TestApprovalGates(t *testing.T) {
 func fmtAny(v any) string {
 	s, _ := v.(string)
 	return s
+}
+
+// TestToolApprovalAndRejection: the searcher's calculator call waits,
+// arguments shown, and runs with the arguments the approver edits; the
+// analyst's turn is rejected, and the research supervisor reads the
+// rejection as its answer and goes on to the run's end.
+func TestToolApprovalAndRejection(t *testing.T) {
+	e := newEnv(t, nil)
+	e.fake.SetRules(append([]llmfake.Rule{
+		{Name: "searcher after", SystemContains: "W-SEARCHER", HasToolResult: true, Responses: contentResponses("searcher: done")},
+		{Name: "searcher first", SystemContains: "W-SEARCHER", Responses: []llmfake.Response{
+			{ToolCalls: []llmfake.ToolCall{toolCall("calculator", `{"expression":"2*21"}`)}},
+		}},
+	}, referenceRules(nil)...)...)
+	body := approvalHierarchy()
+	searcher := body["teams"].([]any)[0].(map[string]any)["workers"].([]any)[0].(map[string]any)
+	searcher["tools"], searcher["approval_tools"] = []string{"calculator"}, []string{"calculator"}
+	id := e.startRun(e.createHierarchy(body), "tools with approval")
+
+	call := e.waitApproval(id, "w-searcher")
+	if call.Kind != models.ApprovalKindTool || call.Tool != "calculator" || call.Arguments != `{"expression":"2*21"}` {
+		t.Fatalf("tool approval = %+v", call)
+	}
+	status, env := e.post("/runs/approve", map[string]any{"id": id, "approval_id": call.ApprovalID, "instruction": "x"})
+	if status != http.StatusConflict {
+		t.Errorf("an instruction on a tool gate: %d %+v", status, env)
+	}
+	e.mustPost("/runs/approve", map[string]any{"id": id, "approval_id": call.ApprovalID, "arguments": map[string]any{"expression": "6*7+1"}}, nil)
+
+	analyst := e.waitApproval(id, "w-analyst")
+	e.mustPost("/runs/reject", map[string]any{"id": id, "approval_id": analyst.ApprovalID, "comment": "no analysis today"}, nil)
+	writer := e.waitApproval(id, "w-writer")
+	e.mustPost("/runs/approve", map[string]any{"id": id, "approval_id": writer.ApprovalID}, nil)
+
+	v := e.waitRun(id, time.Minute)
+	if v.Status != models.RunCompleted {
+		t.Fatalf("run ended %s: %s", v.Status, v.Error)
+	}
+	after := callsMatching(e.fake.Calls(), "W-SEARCHER")
+	raw, _ := json.Marshal(after[len(after)-1].Messages)
+	if !strings.Contains(string(raw), "43") {
+		t.Errorf("the searcher's tool result is not 6*7+1: %s", raw)
+	}
+	if n := len(callsMatching(e.fake.Calls(), "W-ANALYST")); n != 0 {
+		t.Errorf("the rejected analyst was called %d times", n)
+	}
+	workers := v.Result.Teams[0].Workers
+	if len(workers) != 2 || workers[1].Output != "rejected by anonymous: no analysis today" {
+		t.Errorf("research workers = %+v", workers)
+	}
 }
