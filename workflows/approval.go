@@ -119,6 +119,7 @@ func (b *approvalBook) ask(ctx workflow.Context, source models.Source, agent mod
 	if timeout > 0 {
 		ok, err := workflow.AwaitWithTimeout(ctx, timeout, decided)
 		if err != nil {
+			b.abandon(ap.ApprovalID)
 			return models.ApprovalResolution{}, err
 		}
 		if !ok {
@@ -128,17 +129,11 @@ func (b *approvalBook) ask(ctx workflow.Context, source models.Source, agent mod
 			}, ap.DefaultDecision)
 		}
 	} else if err := workflow.Await(ctx, decided); err != nil {
+		b.abandon(ap.ApprovalID)
 		return models.ApprovalResolution{}, err
 	}
 	res := *g.decision
-	delete(b.open, ap.ApprovalID)
-	b.resolved[ap.ApprovalID] = true
-	for i, id := range b.order {
-		if id == ap.ApprovalID {
-			b.order = append(b.order[:i:i], b.order[i+1:]...)
-			break
-		}
-	}
+	b.close(ap.ApprovalID)
 	w.emit(ctx, source, models.CategoryApproval, models.ActionResolved, resolutionData(res))
 	if len(b.open) == 0 {
 		if err := b.setStatus(ctx, models.RunWaitingApproval, models.RunRunning); err != nil {
@@ -146,6 +141,30 @@ func (b *approvalBook) ask(ctx workflow.Context, source models.Source, agent mod
 		}
 	}
 	return res, nil
+}
+
+// close forgets an open gate, remembering it as resolved.
+func (b *approvalBook) close(id string) {
+	delete(b.open, id)
+	b.resolved[id] = true
+	for i, open := range b.order {
+		if open == id {
+			b.order = append(b.order[:i:i], b.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// abandon closes a gate whose turn was cancelled while it waited (the
+// run cancelled or timed out): it is no longer pending, and a run with no
+// other gate open is no longer waiting on people. The status is not
+// written here (the context is cancelled); the run's next status write,
+// its end as a rule, follows.
+func (b *approvalBook) abandon(id string) {
+	b.close(id)
+	if len(b.open) == 0 && b.w.state.Status == models.RunWaitingApproval {
+		b.w.state.Status = models.RunRunning
+	}
 }
 
 // decide resolves g (once).

@@ -3,12 +3,14 @@ package workflows_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/op-stack/executor/models"
@@ -386,5 +388,27 @@ func TestApprovalWhilePaused(t *testing.T) {
 	}
 	if got := statusTrail(f); got != "running,waiting_approval,paused,running,completed" {
 		t.Errorf("statuses = %s", got)
+	}
+}
+
+// TestCancelWhileWaitingApproval: a run cancelled while a gate is open
+// stops waiting at once and ends cancelled, the gate no longer pending.
+func TestCancelWhileWaitingApproval(t *testing.T) {
+	f := writerScript()
+	env := newEnv(t, f)
+	env.RegisterDelayedCallback(env.CancelWorkflow, time.Hour)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(approvalHierarchy(func(w *models.Agent) { w.RequiresApproval = true })))
+	var canceled *temporal.CanceledError
+	if err := env.GetWorkflowError(); !errors.As(err, &canceled) {
+		t.Fatalf("want a cancelled workflow, got %v", err)
+	}
+	if got := statusTrail(f); got != "running,waiting_approval,cancelled" {
+		t.Errorf("statuses = %s", got)
+	}
+	if p := approvals(t, env); len(p) != 0 {
+		t.Errorf("pending after the cancel = %+v", p)
+	}
+	if n := len(writerInstructions(f)); n != 0 {
+		t.Errorf("writer called %d times", n)
 	}
 }
