@@ -110,6 +110,7 @@ func (b *approvalBook) ask(ctx workflow.Context, source models.Source, agent mod
 	b.open[ap.ApprovalID] = g
 	b.order = append(b.order, ap.ApprovalID)
 	w.emit(ctx, source, models.CategoryApproval, models.ActionRequested, approvalData(ap))
+	w.persistUpTo = w.state.Log.LastSequence // stored at once: people are waiting on it
 	if first {
 		if err := b.setStatus(ctx, models.RunRunning, models.RunWaitingApproval); err != nil {
 			return models.ApprovalResolution{}, err
@@ -135,6 +136,7 @@ func (b *approvalBook) ask(ctx workflow.Context, source models.Source, agent mod
 	res := *g.decision
 	b.close(ap.ApprovalID)
 	w.emit(ctx, source, models.CategoryApproval, models.ActionResolved, resolutionData(res))
+	w.persistUpTo = w.state.Log.LastSequence
 	if len(b.open) == 0 {
 		if err := b.setStatus(ctx, models.RunWaitingApproval, models.RunRunning); err != nil {
 			return res, err
