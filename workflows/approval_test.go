@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/workflows"
@@ -410,5 +411,29 @@ func TestCancelWhileWaitingApproval(t *testing.T) {
 	}
 	if n := len(writerInstructions(f)); n != 0 {
 		t.Errorf("writer called %d times", n)
+	}
+}
+
+// TestRunsBeforeApprovalsIgnoreGates: a run started before approval gates
+// (approval-gates at its default version) runs a requires_approval worker
+// at once, and its validator refuses any decision.
+func TestRunsBeforeApprovalsIgnoreGates(t *testing.T) {
+	f := writerScript()
+	env := newEnv(t, f)
+	env.OnGetVersion("approval-gates", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	var answers []decision
+	env.RegisterDelayedCallback(func() {
+		resolve(env, models.UpdateApprove, models.ApprovalDecision{ApprovalID: "apr_x"}, &answers)
+	}, time.Millisecond)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(approvalHierarchy(func(w *models.Agent) { w.RequiresApproval = true })))
+	runResult(t, env)
+	if got := writerInstructions(f); len(got) != 1 {
+		t.Errorf("writer's instructions = %v", got)
+	}
+	if len(answers) != 1 || !strings.Contains(answers[0].err, "before approval gates") {
+		t.Errorf("answers = %+v", answers)
+	}
+	if got := statusTrail(f); got != "running,completed" {
+		t.Errorf("statuses = %s", got)
 	}
 }
