@@ -35,6 +35,7 @@ type agentInput struct {
 	Timeout    int             `json:"timeout"`
 	UserPrompt string          `json:"user_prompt"`
 	LLMConfig  *llmConfigInput `json:"llm_config"`
+	approvalConfig
 }
 
 // llmConfigInput is spec 001's per-agent llm_config.
@@ -184,6 +185,9 @@ func (in *agentInput) toModel(field string, worker bool) (models.Agent, error) {
 	} else {
 		a.Tools = nil
 	}
+	if err := in.approvalConfig.apply(field, &a, worker); err != nil {
+		return a, err
+	}
 	if in.AgentID != nil {
 		// An explicit agent_id must be usable; only an absent one is generated.
 		if strings.TrimSpace(*in.AgentID) == "" {
@@ -220,6 +224,9 @@ func (in *hierarchyInput) toModel() (*models.Hierarchy, error) {
 	}
 	gs, err := in.GlobalSupervisorAgent.toModel("global_supervisor_agent", false)
 	if err != nil {
+		return nil, err
+	}
+	if err := noGate("global_supervisor_agent", gs); err != nil {
 		return nil, err
 	}
 	if gs.SystemPrompt == "" {

@@ -116,6 +116,10 @@ func (t *v1Translator) translate(e models.Event) []v1Event {
 	switch {
 	case e.Event.Category == models.CategoryLifecycle:
 		return t.lifecycle(e)
+	case e.Event.Category == models.CategoryApproval:
+		// Spec 001 has no approval events; a gate's event must not close
+		// its team supervisor's team either.
+		return nil
 	case e.Event.Category == models.CategorySystem && e.Event.Action == models.ActionTopology:
 		// Teams may be at work together in parallel mode, and in routed
 		// mode when the run's max_parallel_teams is above 1 (the workflow

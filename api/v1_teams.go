@@ -33,6 +33,7 @@ type v1SupervisorConfig struct {
 	SystemPrompt  string       `json:"system_prompt"`
 	UserPrompt    string       `json:"user_prompt,omitempty"`
 	MaxIterations *int         `json:"max_iterations,omitempty"`
+	approvalConfig
 }
 
 // v1AgentConfig is spec 001's AgentConfig: a worker.
@@ -44,6 +45,7 @@ type v1AgentConfig struct {
 	UserPrompt    string       `json:"user_prompt,omitempty"`
 	Tools         []string     `json:"tools"`
 	MaxIterations *int         `json:"max_iterations,omitempty"`
+	approvalConfig
 }
 
 // v1SubTeam is spec 001's SubTeam. prevent_duplicate and share_context are
@@ -106,6 +108,9 @@ func (in *v1TeamRequest) toModel(tools ToolCatalog) (*models.Hierarchy, []droppe
 	if sc := in.TopSupervisorConfig; sc != nil {
 		gs, err := sc.toAgent("top_supervisor_config")
 		if err != nil {
+			return nil, nil, err
+		}
+		if err := noGate("top_supervisor_config", gs); err != nil {
 			return nil, nil, err
 		}
 		h.GlobalSupervisor = gs
@@ -187,7 +192,7 @@ func (sc *v1SupervisorConfig) toAgent(field string) (models.Agent, error) {
 		}
 		a.MaxIterations = *sc.MaxIterations
 	}
-	return a, nil
+	return a, sc.approvalConfig.apply(field, &a, false)
 }
 
 // toAgent converts a worker and returns the tools it had to drop.
@@ -215,7 +220,7 @@ func (ac *v1AgentConfig) toAgent(field string, tools ToolCatalog) (models.Agent,
 			dropped = append(dropped, t)
 		}
 	}
-	return a, dropped, nil
+	return a, dropped, ac.approvalConfig.apply(field, &a, true)
 }
 
 // readV1Team decodes, converts, normalizes and validates a spec 001 create
@@ -468,6 +473,7 @@ func v1TeamOf(h *models.Hierarchy) v1TeamView {
 			st.AgentConfigs = append(st.AgentConfigs, v1AgentConfig{
 				AgentID: refOf(w.AgentID), AgentName: w.Name, LLMConfig: v1LLMConfigOf(w),
 				SystemPrompt: w.SystemPrompt, UserPrompt: w.UserPrompt, Tools: tools, MaxIterations: &iters,
+				approvalConfig: approvalConfigOf(w),
 			})
 		}
 		v.SubTeams = append(v.SubTeams, st)
@@ -483,6 +489,7 @@ func v1SupervisorOf(a models.Agent, hierarchyIterations int) v1SupervisorConfig 
 	return v1SupervisorConfig{
 		AgentID: refOf(a.AgentID), AgentName: a.Name, LLMConfig: v1LLMConfigOf(a),
 		SystemPrompt: a.SystemPrompt, UserPrompt: a.UserPrompt, MaxIterations: &iters,
+		approvalConfig: approvalConfigOf(a),
 	}
 }
 

@@ -44,6 +44,7 @@ func RunOptions(cfg config.Config) models.RunOptions {
 		MaxDelegationsPerTurn: cfg.MaxDelegationsPerTurn,
 		MaxDelegationsPerRun:  cfg.MaxDelegationsPerRun,
 		ToolCallTimeout:       cfg.ToolCallTimeout,
+		ApprovalTimeout:       cfg.ApprovalTimeout,
 	}
 }
 

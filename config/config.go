@@ -98,6 +98,10 @@ type Config struct {
 	ToolsHTTPTimeout      time.Duration
 	// ToolCallTimeout bounds one attempt of a tool call's activity.
 	ToolCallTimeout time.Duration
+	// ApprovalTimeout is how long an approval gate of an agent without
+	// its own approval_timeout waits before its default decision; 0 waits
+	// until someone decides.
+	ApprovalTimeout time.Duration
 
 	// Event streaming.
 	EventFlushInterval  time.Duration
@@ -278,6 +282,7 @@ var vars = []Var{
 	{"TOOLS_HTTP_MAX_BYTES", "1048576", "Largest response body `http_get` returns; longer ones are cut.", intVar(func(c *Config, n int) { c.ToolsHTTPMaxBytes = n })},
 	{"TOOLS_HTTP_TIMEOUT", "10s", "Time limit of one `http_get` request.", durationVar(func(c *Config, d time.Duration) { c.ToolsHTTPTimeout = d })},
 	{"TOOL_CALL_TIMEOUT", "2m", "Longest one tool call (one attempt of its activity) may take; a call that times out on every attempt is an error result for the model (the agent goes on).", durationVar(func(c *Config, d time.Duration) { c.ToolCallTimeout = d })},
+	{"APPROVAL_TIMEOUT", "0", "How long an approval gate waits for a person when its agent sets no `approval_timeout`; then the agent's `approval_default` (reject unless it says approve) decides. 0: a gate waits until someone decides.", nonNegativeDurationVar(func(c *Config, d time.Duration) { c.ApprovalTimeout = d })},
 	{"EVENT_FLUSH_INTERVAL", "100ms", "Longest an activity holds streamed deltas before signalling them to the run's workflow (the first delta of a call goes after 5 ms, so a fast answer goes in one batch).", durationVar(func(c *Config, d time.Duration) { c.EventFlushInterval = d })},
 	{"SSE_NOTIFY", NotifyAuto, "How the API's poller of a live run learns that the run has new events. `auto`: a process that runs both the worker and the API (`serve -role all`, `executor dev`) is notified in process; on PostgreSQL (`DATABASE_URL`) workers also send `NOTIFY executor_events` and API processes `LISTEN` on a connection of their own. `local`: in process only. `off`: no notifications. A poller without notifications polls (`SSE_POLL_INTERVAL`).", func(c *Config, v string) error {
 		switch v = strings.ToLower(strings.TrimSpace(v)); v {
@@ -391,6 +396,18 @@ func boolVar(set func(*Config, bool)) func(*Config, string) error {
 			return fmt.Errorf("want true or false, got %q", v)
 		}
 		set(c, b)
+		return nil
+	}
+}
+
+// nonNegativeDurationVar is durationVar that takes 0 (off) too.
+func nonNegativeDurationVar(set func(*Config, time.Duration)) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("want a duration such as 24h, or 0, got %q", v)
+		}
+		set(c, d)
 		return nil
 	}
 }

@@ -170,11 +170,14 @@ func routeCases() map[string]routeCase {
 		"POST " + e + "/runs/start": obj(func(f accessFixture) (string, any) {
 			return e + "/runs/start", map[string]any{"hierarchy_id": f.hierarchy, "task": "route test"}
 		}),
-		"POST " + e + "/runs/get":    runBody("/runs/get"),
-		"POST " + e + "/runs/list":   {list: true, build: body(e+"/runs/list", map[string]any{})},
-		"POST " + e + "/runs/cancel": runBody("/runs/cancel"),
-		"POST " + e + "/runs/pause":  runBody("/runs/pause"),
-		"POST " + e + "/runs/resume": runBody("/runs/resume"),
+		"POST " + e + "/runs/get":       runBody("/runs/get"),
+		"POST " + e + "/runs/list":      {list: true, build: body(e+"/runs/list", map[string]any{})},
+		"POST " + e + "/runs/cancel":    runBody("/runs/cancel"),
+		"POST " + e + "/runs/pause":     runBody("/runs/pause"),
+		"POST " + e + "/runs/resume":    runBody("/runs/resume"),
+		"POST " + e + "/runs/approvals": runBody("/runs/approvals"),
+		"POST " + e + "/runs/approve":   runBody("/runs/approve"),
+		"POST " + e + "/runs/reject":    runBody("/runs/reject"),
 		"POST " + e + "/runs/teams/cancel": obj(func(f accessFixture) (string, any) {
 			return e + "/runs/teams/cancel", map[string]any{"id": f.run, "team_name": "route-test-team", "reason": "route test"}
 		}),
@@ -312,9 +315,10 @@ func (e *testEnv) setUpTenant(key string, admin string) accessFixture {
 // access rule panics NewServer; one added without a case here fails this
 // test.
 func TestAccessRouteTable(t *testing.T) {
-	// One request per route and key, quickly: more routes than the default
-	// burst allows.
-	e := newEnv(t, accessRules(), withAuth, withConfig(func(c *config.Config) { c.RateLimitRPS, c.RateLimitBurst = 1000, 1000 }))
+	// Every route is called with the same keys within a second or two:
+	// a rate limit high enough that the table's growth never meets it
+	// (TestIdempotencyLimitsAndBrowserSafety tests the limit).
+	e := newEnv(t, accessRules(), withAuth, withConfig(func(c *config.Config) { c.RateLimitRPS, c.RateLimitBurst = 1000, 2000 }))
 	nonAdmin := []auth.Scope{auth.ScopeHierarchiesRead, auth.ScopeHierarchiesWrite, auth.ScopeRunsRead, auth.ScopeRunsWrite}
 	admin := e.issueKey("ops", auth.ScopeAdmin)
 	keyA := e.issueKey("tenant-a", nonAdmin...)

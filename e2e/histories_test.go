@@ -127,6 +127,18 @@ func TestRecordReplayHistories(t *testing.T) {
 		e.waitRun(out.ID, time.Minute)
 		e.exportRun(t, out.ID, dir("followup"))
 	})
+	t.Run("approvals", func(t *testing.T) {
+		// The analyst's turn approved with an edited instruction, the
+		// writer's rejected.
+		e := newEnv(t, referenceRules(nil))
+		id := e.startRun(e.createHierarchy(approvalHierarchy()), "record approvals")
+		analyst := e.waitApproval(id, "w-analyst")
+		e.mustPost("/runs/approve", map[string]any{"id": id, "approval_id": analyst.ApprovalID, "instruction": "analyse them briefly"}, nil)
+		writer := e.waitApproval(id, "w-writer")
+		e.mustPost("/runs/reject", map[string]any{"id": id, "approval_id": writer.ApprovalID, "comment": "not needed"}, nil)
+		e.waitRun(id, time.Minute)
+		e.exportRun(t, id, dir("approvals"))
+	})
 	t.Run("retry", func(t *testing.T) {
 		full := strings.Repeat("complete ", 20)
 		e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-WRITER": {{Content: full, DropAfterChunks: 6}, {Content: full}}}))

@@ -62,6 +62,17 @@ type Agent struct {
 	// UserPrompt is spec 001's per-agent task instruction, added to the
 	// agent's prompt.
 	UserPrompt string `json:"user_prompt,omitempty"`
+	// RequiresApproval holds the agent's turn (a worker's or a team
+	// supervisor's) until a person approves it (see Approval).
+	RequiresApproval bool `json:"requires_approval,omitempty"`
+	// ApprovalTools names the worker's tools whose every call waits for
+	// approval, arguments shown.
+	ApprovalTools []string `json:"approval_tools,omitempty"`
+	// ApprovalTimeout (seconds; 0: the run's APPROVAL_TIMEOUT, which 0
+	// makes unbounded) resolves the agent's open gates as ApprovalDefault
+	// ("approve" or "reject", the default) when it runs out.
+	ApprovalTimeout int    `json:"approval_timeout,omitempty"`
+	ApprovalDefault string `json:"approval_default,omitempty"`
 }
 
 // Team is a team supervisor with its workers.

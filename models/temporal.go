@@ -65,7 +65,7 @@ const (
 )
 
 // RunStatuses lists every run status.
-var RunStatuses = []string{RunPending, RunRunning, RunPaused, RunCompleted, RunFailed, RunCancelled, RunTimedOut}
+var RunStatuses = []string{RunPending, RunRunning, RunPaused, RunWaitingApproval, RunCompleted, RunFailed, RunCancelled, RunTimedOut}
 
 // IsTerminal reports whether a run in this status will not change again.
 func IsTerminal(status string) bool {
@@ -139,6 +139,13 @@ type RunOptions struct {
 	// takes pause and resume, and its sub-agents hold between steps while
 	// it is paused (runs started before pause do not).
 	Pausable bool `json:"pausable,omitempty"`
+	// Approvals is set by the run's workflow, never by the API: the run
+	// holds agents with requires_approval and tools in approval_tools
+	// (changeApprovals; runs started before approvals ignore them).
+	Approvals bool `json:"approvals,omitempty"`
+	// ApprovalTimeout is the approval timeout of agents that set none
+	// (APPROVAL_TIMEOUT; 0: a gate waits until someone decides).
+	ApprovalTimeout time.Duration `json:"approval_timeout,omitempty"`
 }
 
 // ModelFor is the model an agent's calls use: its own, else the run's

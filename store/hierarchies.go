@@ -45,10 +45,17 @@ type agentSettings struct {
 	Timeout       int    `json:"timeout,omitempty"`
 	UserPrompt    string `json:"user_prompt,omitempty"`
 	MaxIterations int    `json:"max_iterations,omitempty"`
+	// Approval gates (issue 14): stored with the settings, so no column
+	// is needed.
+	RequiresApproval bool     `json:"requires_approval,omitempty"`
+	ApprovalTools    []string `json:"approval_tools,omitempty"`
+	ApprovalTimeout  int      `json:"approval_timeout,omitempty"`
+	ApprovalDefault  string   `json:"approval_default,omitempty"`
 }
 
 func settingsOf(a models.Agent, supervisor bool) string {
-	st := agentSettings{Provider: a.Provider, BaseURL: a.BaseURL, Region: a.Region, Timeout: a.Timeout, UserPrompt: a.UserPrompt}
+	st := agentSettings{Provider: a.Provider, BaseURL: a.BaseURL, Region: a.Region, Timeout: a.Timeout, UserPrompt: a.UserPrompt,
+		RequiresApproval: a.RequiresApproval, ApprovalTools: a.ApprovalTools, ApprovalTimeout: a.ApprovalTimeout, ApprovalDefault: a.ApprovalDefault}
 	if supervisor {
 		st.MaxIterations = a.MaxIterations
 	}
@@ -64,6 +71,7 @@ func applySettings(a *models.Agent, raw string, supervisor bool) error {
 		}
 	}
 	a.Provider, a.BaseURL, a.Region, a.Timeout, a.UserPrompt = st.Provider, st.BaseURL, st.Region, st.Timeout, st.UserPrompt
+	a.RequiresApproval, a.ApprovalTools, a.ApprovalTimeout, a.ApprovalDefault = st.RequiresApproval, st.ApprovalTools, st.ApprovalTimeout, st.ApprovalDefault
 	if supervisor {
 		a.MaxIterations = st.MaxIterations
 	}

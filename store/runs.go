@@ -154,7 +154,7 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]*Run, int64, error
 func (s *Store) CountActiveRuns(ctx context.Context, tenant string) (int64, error) {
 	var n int64
 	err := s.db.WithContext(ctx).Model(&runRow{}).
-		Where("tenant_id = ? AND status IN ?", tenantOr(tenant), []string{models.RunPending, models.RunRunning, models.RunPaused}).
+		Where("tenant_id = ? AND status IN ?", tenantOr(tenant), []string{models.RunPending, models.RunRunning, models.RunPaused, models.RunWaitingApproval}).
 		Count(&n).Error
 	return n, err
 }
@@ -174,7 +174,7 @@ func (s *Store) UpdateRunStatus(ctx context.Context, u models.RunStatusUpdate) (
 	now := time.Now().UTC()
 	updates := map[string]any{"status": u.Status, "updated_at": now}
 	switch u.Status {
-	case models.RunPaused:
+	case models.RunPaused, models.RunWaitingApproval:
 	case models.RunRunning:
 		updates["started_at"] = gorm.Expr("COALESCE(started_at, ?)", now)
 	case models.RunCompleted, models.RunFailed, models.RunCancelled, models.RunTimedOut:

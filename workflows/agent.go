@@ -102,6 +102,9 @@ type agentTurn struct {
 	// Guidance takes the operator's guidance waiting for the agent
 	// (steering; nil without it).
 	Guidance func(agentID string) []string
+	// Approvals holds the agent's turn's tool calls named in its
+	// approval_tools until a person decides; nil without approval gates.
+	Approvals *approvalBook
 	// delegations counts the sub-agents this turn has started, over all
 	// its tool rounds, against Options.MaxDelegationsPerTurn.
 	delegations int
@@ -169,9 +172,33 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 			if err := t.Gate.wait(ctx); err != nil {
 				return res, err
 			}
-			out, usage, err := t.callTool(ctx, call)
-			if err != nil {
-				return res, err
+			var (
+				out      models.ToolOutput
+				usage    models.Usage
+				rejected bool
+			)
+			if t.Approvals != nil && contains(t.Agent.ApprovalTools, call.Name) {
+				r, err := t.Approvals.askTool(ctx, t.Source, t.Agent, call)
+				if err != nil {
+					return res, err
+				}
+				if err := t.Gate.wait(ctx); err != nil {
+					return res, err
+				}
+				if r.Decision == models.ApprovalRejected {
+					// The model gets the rejection as the tool's error result.
+					rejected = true
+					out = models.ToolOutput{Content: "tool call " + rejectionText(r), IsError: true}
+					t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, activities.ToolResultData(call, newExecutionID(ctx), out))
+				} else {
+					call.Arguments = r.Arguments
+				}
+			}
+			if !rejected {
+				var err error
+				if out, usage, err = t.callTool(ctx, call); err != nil {
+					return res, err
+				}
 			}
 			res.Usage = res.Usage.Add(usage)
 			content := out.Content

@@ -147,6 +147,12 @@ const (
 	// or give an agent guidance for its next prompt (redirect); each team
 	// turn runs on a cancellable context of its own (see steer.go).
 	changeSteer = "steer-teams"
+	// changeApprovals: agents with requires_approval and tools in
+	// approval_tools wait for a person's decision (approval.go); they
+	// were ignored. Asked once at the run's start and carried in
+	// RunOptions.Approvals; only team turns run inside the run's workflow
+	// have gates.
+	changeApprovals = "approval-gates"
 )
 
 // recordFieldChanges asks, once at the start of a run's execution, for the

@@ -169,7 +169,7 @@ func (w *runWorkflow) setPaused(ctx workflow.Context, paused bool) (string, erro
 		return s.Status, nil
 	}
 	w.gate.set(ctx, paused)
-	status, action := models.RunRunning, models.ActionResumed
+	status, action := w.approvals.resumedStatus(), models.ActionResumed
 	if paused {
 		status, action = models.RunPaused, models.ActionPaused
 	}

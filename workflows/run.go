@@ -57,6 +57,9 @@ type runWorkflow struct {
 	// statusBusy serializes status writes (pause and resume write from
 	// their handlers while the main coroutine may write too).
 	statusBusy bool
+	// approvals holds the run's open approval gates; nil without them
+	// (changeApprovals).
+	approvals *approvalBook
 }
 
 // RunWorkflow runs a hierarchy on a task: the global supervisor picks a
@@ -89,6 +92,8 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	if workflow.GetVersion(ctx, changeSteer, workflow.DefaultVersion, 1) == 1 {
 		w.steer = &steering{turns: map[string]*steeredTurn{}}
 	}
+	w.in.Options.Approvals = workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) == 1 && w.inlineTeams && w.gate != nil
+	w.approvals = newApprovalBook(w)
 	if w.gate != nil && w.state.Status == models.RunPaused {
 		w.gate.paused = true // paused across continue-as-new
 	}
@@ -134,6 +139,9 @@ func (w *runWorkflow) setup(ctx workflow.Context) error {
 	w.signals = workflow.GetSignalChannel(ctx, models.SignalEvents)
 	workflow.Go(bg, w.persistLoop)
 	if err := w.setupSteer(ctx); err != nil {
+		return err
+	}
+	if err := w.setupApprovals(ctx); err != nil {
 		return err
 	}
 	return w.setupPause(ctx)
@@ -723,6 +731,7 @@ func (w *runWorkflow) runInline(ctx workflow.Context, st *TeamState, output mode
 	if w.steer != nil {
 		st.guidance = w.takeGuidance
 	}
+	st.approvals = w.approvals
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		res, err := runTeamTurn(ctx, st, sink, w.delegations, w.gate, w.suspendTurn(ctx))
 		if errors.Is(err, errSuspended) {

@@ -21,6 +21,9 @@ type TeamState struct {
 	// guidance takes the operator's guidance waiting for an agent
 	// (steering; nil without it).
 	guidance func(agentID string) []string
+	// approvals holds the turn's approval gates (the run's); nil without
+	// them.
+	approvals *approvalBook
 }
 
 // takeGuidance is the guidance waiting for an agent, taken.
@@ -70,6 +73,28 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 	}
 	finished := false
 	stepped := false
+	if s.approvals != nil && team.Supervisor.RequiresApproval && s.Iteration == 0 {
+		// The team supervisor's turn waits for approval before it starts.
+		if err := gate.wait(ctx); err != nil {
+			return nil, err
+		}
+		r, err := s.approvals.askAgent(ctx, source, team.Supervisor, in.Instruction)
+		if err != nil {
+			return nil, err
+		}
+		if r.Decision == models.ApprovalRejected {
+			// The global supervisor is told, as this team's only answer,
+			// and routes on.
+			return &models.TeamResult{Output: models.TeamOutput{
+				Turn: in.Turn, TeamName: team.Name, Instruction: in.Instruction,
+				Workers: []models.WorkerOutput{{
+					AgentID: team.Supervisor.AgentID, Name: team.Supervisor.Name, Instruction: in.Instruction,
+					Output: "team turn " + rejectionText(r),
+				}},
+			}}, nil
+		}
+		s.Input.Instruction, in.Instruction = r.Instruction, r.Instruction
+	}
 	for s.Iteration < limit {
 		if suspend != nil && stepped && suspend() {
 			return nil, errSuspended
@@ -130,13 +155,37 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 			RunID: in.RunID, Agent: *worker, Source: models.WorkerSource(root, team, worker), Task: in.Task,
 			Instruction: d.Instruction, Context: bounded(prior, in.Options), Purpose: models.PurposeWorker,
 			MessageID: newMessageID(ctx), Options: in.Options, Events: sink, Budget: budget, Gate: gate,
-			Guidance: s.guidance,
+			Guidance:  s.guidance,
+			Approvals: s.approvals,
 		}
 		if team.ShareContext {
 			turn.Context = bounded(concat(prior, workerItems(s.Outputs)), in.Options)
 		}
 		if err := gate.wait(ctx); err != nil {
 			return nil, err
+		}
+		if s.approvals != nil && worker.RequiresApproval {
+			// The worker's turn waits for approval before it starts.
+			r, err := s.approvals.askAgent(ctx, turn.Source, *worker, d.Instruction)
+			if err != nil {
+				return nil, err
+			}
+			if err := gate.wait(ctx); err != nil {
+				return nil, err
+			}
+			if r.Decision == models.ApprovalRejected {
+				// The team supervisor reads the rejection as the worker's
+				// answer and routes on.
+				s.Outputs = append(s.Outputs, models.WorkerOutput{
+					AgentID: worker.AgentID, Name: worker.Name, Instruction: d.Instruction,
+					Output: rejectionText(r),
+				}.WithPreview())
+				if !contains(s.Dispatched, worker.Name) {
+					s.Dispatched = append(s.Dispatched, worker.Name)
+				}
+				continue
+			}
+			d.Instruction, turn.Instruction = r.Instruction, r.Instruction
 		}
 		tr, err := turn.run(ctx)
 		if err != nil {
