@@ -62,9 +62,14 @@ type publisher struct {
 	keep bool
 	// announced says a batch has woken the stream pollers.
 	announced atomic.Bool
-	wake      chan struct{}
-	done      chan struct{}
-	stopped   chan struct{}
+	// signals counts the batches signalled, and lastSignal is when the
+	// latest went: they pace a long stream (signalGap).
+	signals    int
+	lastSignal time.Time
+	interval   time.Duration
+	wake       chan struct{}
+	done       chan struct{}
+	stopped    chan struct{}
 }
 
 func (a *Activities) newPublisher(ctx context.Context, runID string) *publisher {
@@ -83,6 +88,7 @@ func (a *Activities) newPublisher(ctx context.Context, runID string) *publisher 
 	if interval <= 0 {
 		interval = DefaultFlushInterval
 	}
+	p.interval = interval
 	// Sends outlive a cancelled activity context: the events of a
 	// cancelled attempt still belong in the run's log.
 	go p.run(context.WithoutCancel(ctx), interval)
@@ -242,8 +248,41 @@ func (p *publisher) run(ctx context.Context, interval time.Duration) {
 			p.flush(ctx)
 			return
 		}
+		// A long stream is paced (signalGap): deltas wait for the next
+		// tick after the gap instead of going now.
+		if time.Since(p.lastSignal) < signalGap(p.interval, p.signals) {
+			continue
+		}
 		p.flush(ctx)
 	}
+}
+
+// Pacing of a long stream. Every signal is an event in the run's history,
+// and Temporal takes at most 10,000 signals per execution; the run
+// continues as new once it has taken half that (or its history is long),
+// but only between steps, so what the calls in flight send after that
+// must stay bounded. The first fastSignals batches of an attempt go every
+// flush interval; after that the gap doubles every slowStep batches, up to
+// maxSignalGap. A call streaming at 100 ms for five minutes sends about
+// 800 signals instead of 3,000: text of a long answer arrives in bigger
+// pieces after its first half minute, and no call can flood the history.
+const (
+	fastSignals  = 300
+	slowStep     = 100
+	maxSignalGap = 5 * time.Second
+)
+
+// signalGap is the least time between the sent-th and the next signal of
+// one attempt.
+func signalGap(interval time.Duration, sent int) time.Duration {
+	if sent < fastSignals {
+		return 0
+	}
+	gap := interval
+	for n := sent - fastSignals; n >= 0 && gap < maxSignalGap; n -= slowStep {
+		gap *= 2
+	}
+	return min(gap, maxSignalGap)
 }
 
 // startAnnounceDelay is how long an activity waits before it announces the
@@ -280,6 +319,9 @@ func (p *publisher) flush(ctx context.Context) {
 	// these events.
 	p.a.notifyRun(ctx, p.runID)
 	p.announced.Store(true)
+	// Only the run goroutine flushes, so these need no lock.
+	p.signals++
+	p.lastSignal = time.Now()
 	if p.a.Metrics != nil {
 		for _, e := range events {
 			p.a.Metrics.EventPublished(e.Event.Category, e.Event.Action)

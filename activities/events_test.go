@@ -71,3 +71,38 @@ func TestPublisherCoalescesDeltas(t *testing.T) {
 		t.Errorf("streamed %q, answered %q", joined.String(), res.Output)
 	}
 }
+
+// A long stream's signals are paced: the flush interval for the first
+// fastSignals, then a gap doubling every slowStep up to maxSignalGap, so a
+// five-minute call at 100 ms sends some 800 signals, not 3,000.
+func TestSignalGapBoundsALongStream(t *testing.T) {
+	interval := 100 * time.Millisecond
+	if g := signalGap(interval, 0); g != 0 {
+		t.Errorf("gap before any signal = %v", g)
+	}
+	if g := signalGap(interval, fastSignals-1); g != 0 {
+		t.Errorf("gap within the fast signals = %v", g)
+	}
+	if g := signalGap(interval, fastSignals); g != 2*interval {
+		t.Errorf("first slow gap = %v, want %v", g, 2*interval)
+	}
+	if g := signalGap(interval, fastSignals+slowStep); g != 4*interval {
+		t.Errorf("second slow gap = %v, want %v", g, 4*interval)
+	}
+	if g := signalGap(interval, 100000); g != maxSignalGap {
+		t.Errorf("gap far out = %v, want the cap %v", g, maxSignalGap)
+	}
+	// Signals a call sending as fast as allowed for five minutes makes.
+	for _, base := range []time.Duration{2 * time.Millisecond, 100 * time.Millisecond} {
+		var elapsed time.Duration
+		sent := 0
+		for elapsed < 5*time.Minute {
+			elapsed += max(base, signalGap(base, sent))
+			sent++
+		}
+		if sent > 1500 {
+			t.Errorf("flush every %v: %d signals in five minutes, want at most 1,500", base, sent)
+		}
+		t.Logf("flush every %v: %d signals in five minutes", base, sent)
+	}
+}

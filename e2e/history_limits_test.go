@@ -32,7 +32,12 @@ func TestHistoryLimitsWorstCase(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long")
 	}
-	long := strings.Repeat("x", 2500) // 2,500 one-character chunks a call
+	// 2,500 one-character chunks a call, 1 ms apart. A call's signals are
+	// paced after its first 300 (activities' signalGap), so the test needs
+	// many calls: 12 workers a team, about 13,000–15,000 signals in all on
+	// an idle machine, enough that a loaded one still passes 10,000.
+	long := strings.Repeat("x", 2500)
+	const workersPerTeam = 12
 	stream := []llmfake.Response{{Content: long, ChunkSize: 1, TokenDelay: time.Millisecond}}
 	rules := []llmfake.Rule{
 		{Name: "outer after", SystemContains: "SUB-OUTER", HasToolResult: true, Responses: stream},
@@ -46,7 +51,7 @@ func TestHistoryLimitsWorstCase(t *testing.T) {
 	for _, side := range []string{"LEFT", "RIGHT"} {
 		var workers []any
 		var decisions []string
-		for i := 1; i <= 5; i++ {
+		for i := 1; i <= workersPerTeam; i++ {
 			name := fmt.Sprintf("%s-%d", strings.ToLower(side), i)
 			w := map[string]any{"agent_id": "w-" + name, "name": name, "system_prompt": fmt.Sprintf("W-%s-%d You write at length.", side, i)}
 			if side == "LEFT" && i == 1 {
@@ -69,7 +74,7 @@ func TestHistoryLimitsWorstCase(t *testing.T) {
 	e.mustPost("/subagents/create", map[string]any{"name": "inner", "system_prompt": "SUB-INNER You dig deeper."}, nil)
 	e.mustPost("/subagents/create", map[string]any{"name": "outer", "system_prompt": "SUB-OUTER You dig.", "sub_agents": []string{"inner"}}, nil)
 	hid := e.createHierarchy(map[string]any{
-		"name": "worst", "execution_mode": "parallel", "max_parallel_teams": 2,
+		"name": "worst", "execution_mode": "parallel", "max_parallel_teams": 2, "max_iterations": 2 * workersPerTeam,
 		"global_supervisor_agent": map[string]any{"agent_id": "gs-worst", "system_prompt": "GS-WORST"},
 		"teams":                   teams,
 	})
@@ -85,7 +90,7 @@ func TestHistoryLimitsWorstCase(t *testing.T) {
 		t.Fatalf("run ended %s (%s), teams %+v", v.Status, v.Error, v.Result.Teams)
 	}
 	for _, tm := range v.Result.Teams {
-		if tm.Status != models.TeamCompleted || len(tm.Workers) != 5 {
+		if tm.Status != models.TeamCompleted || len(tm.Workers) != workersPerTeam {
 			t.Errorf("team %s: %s with %d workers", tm.TeamName, tm.Status, len(tm.Workers))
 		}
 	}
@@ -102,7 +107,7 @@ func TestHistoryLimitsWorstCase(t *testing.T) {
 		}
 	}
 	for _, side := range []string{"left", "right"} {
-		for i := 1; i <= 5; i++ {
+		for i := 1; i <= workersPerTeam; i++ {
 			if got := text[fmt.Sprintf("w-%s-%d", side, i)]; got != len(long) {
 				t.Errorf("worker %s-%d streamed %d characters, want %d", side, i, got, len(long))
 			}
