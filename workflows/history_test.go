@@ -139,8 +139,11 @@ func TestContinueAsNewAfterManySignals(t *testing.T) {
 		"gs":   {dispatch("research", "find sources")},
 		"ts-r": {dispatch("searcher", "search")},
 	}}
-	var sent atomic.Bool
+	var sent, working atomic.Bool
 	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		if in.Agent.AgentID == "w-search" {
+			working.Store(true)
+		}
 		for in.Agent.AgentID == "w-search" && !sent.Load() {
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -148,13 +151,22 @@ func TestContinueAsNewAfterManySignals(t *testing.T) {
 	}
 	defer workflows.SetContinueAsNewSignals(50)()
 	env := newEnv(t, f)
-	env.RegisterDelayedCallback(func() {
+	// The signals go once the worker's call is under way, so that they
+	// arrive inside the team turn however the machine's load times the
+	// test environment's clock; until then the callback looks again.
+	var send func()
+	send = func() {
+		if !working.Load() {
+			env.RegisterDelayedCallback(send, time.Millisecond)
+			return
+		}
 		for i := 1; i <= 50; i++ {
 			env.SignalWorkflow(models.SignalEvents, models.EventBatch{Producer: "p", Seq: i, Events: []models.Event{{RunID: "run-1",
 				Event: models.EventKind{Category: "llm", Action: "stream"}, Data: map[string]any{"content": "x"}}}})
 		}
 		sent.Store(true)
-	}, time.Millisecond)
+	}
+	env.RegisterDelayedCallback(send, time.Millisecond)
 	in := runInput(testHierarchy())
 	in.Options.ContinueAsNewAfter = 1 << 30
 	env.ExecuteWorkflow(workflows.RunWorkflow, in)

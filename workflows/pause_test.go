@@ -210,8 +210,21 @@ func TestPauseReachesNestedSubAgents(t *testing.T) {
 			env.RegisterDelayedCallback(check, time.Millisecond)
 			return
 		}
-		update(env, models.UpdatePause, &answers)
-		paused.Store(true)
+		// The call ends only once the run has taken the pause (the update
+		// completed, which passes it on to the sub-agents), however slowly
+		// a loaded machine runs the test environment.
+		env.UpdateWorkflow(models.UpdatePause, "pause-nested", &testsuite.TestUpdateCallback{
+			OnAccept: func() {},
+			OnReject: func(err error) { answers = append(answers, "rejected: "+err.Error()) },
+			OnComplete: func(v any, err error) {
+				if err != nil {
+					answers = append(answers, "error: "+err.Error())
+				} else {
+					answers = append(answers, v.(string))
+				}
+				paused.Store(true)
+			},
+		})
 	}
 	env.RegisterDelayedCallback(check, time.Millisecond)
 	var atResume int
