@@ -181,7 +181,18 @@ func TestRedirectAtNextTurn(t *testing.T) {
 		steerUpdate(env, models.UpdateRedirect, models.RedirectRequest{AgentID: "w-nobody", Message: "x"}, &answers)
 		steerUpdate(env, models.UpdateRedirect, models.RedirectRequest{AgentID: "w-analyst", Message: "focus on costs", By: "bob"}, &answers)
 		steerUpdate(env, models.UpdateRedirect, models.RedirectRequest{AgentID: "gs", Message: "keep it short", By: "bob"}, &answers)
-		redirected.Store(true)
+		// The worker's call ends only once the run has answered all three,
+		// so the guidance is queued before the next step however slowly a
+		// loaded machine runs the test environment.
+		var answered func()
+		answered = func() {
+			if len(answers) < 3 {
+				env.RegisterDelayedCallback(answered, time.Millisecond)
+				return
+			}
+			redirected.Store(true)
+		}
+		answered()
 	})
 	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(testHierarchy()))
 	if err := env.GetWorkflowError(); err != nil {
