@@ -305,11 +305,20 @@ type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// CostUSD is what the calls cost in US dollars, from the price table;
+	// CostUnknown says some call's model has no price, so CostUSD is only
+	// the priced calls' part (a cost is never reported as 0 for want of a
+	// price).
+	CostUSD     float64 `json:"cost_usd,omitempty"`
+	CostUnknown bool    `json:"cost_unknown,omitempty"`
 }
 
 // Add returns the sum of two usages.
 func (u Usage) Add(o Usage) Usage {
-	return Usage{u.PromptTokens + o.PromptTokens, u.CompletionTokens + o.CompletionTokens, u.TotalTokens + o.TotalTokens}
+	return Usage{
+		PromptTokens: u.PromptTokens + o.PromptTokens, CompletionTokens: u.CompletionTokens + o.CompletionTokens,
+		TotalTokens: u.TotalTokens + o.TotalTokens, CostUSD: u.CostUSD + o.CostUSD, CostUnknown: u.CostUnknown || o.CostUnknown,
+	}
 }
 
 // RunResult is what a RunWorkflow returns and what runs/get shows.
