@@ -5,6 +5,7 @@ package activities
 
 import (
 	"context"
+	"github.com/op-stack/executor/pricing"
 	"log/slog"
 	"time"
 
@@ -49,6 +50,19 @@ type Activities struct {
 	// signalled, a status written), so they query its workflow at once
 	// instead of on a fast timer; nil notifies nobody.
 	Notifier notify.Notifier
+	// Prices turns a call's usage into its cost (LLM_PRICES_FILE over the
+	// built-in list prices); nil uses pricing.Defaults.
+	Prices pricing.Table
+}
+
+// cost is what a call of model with usage u cost; ok is false when the
+// model has no price (the cost is unknown, never 0).
+func (a *Activities) cost(model string, u llm.Usage) (usd float64, ok bool) {
+	prices := a.Prices
+	if prices == nil {
+		prices = pricing.Defaults
+	}
+	return prices.Cost(model, pricing.Usage{Input: u.PromptTokens, Output: u.CompletionTokens})
 }
 
 // SetRunStatus writes a run's status; safe to retry (see

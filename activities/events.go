@@ -50,6 +50,8 @@ type publisher struct {
 	records     []models.LLMCallRecord
 	// retryMax caps a provider's Retry-After (LLM_RETRY_MAX).
 	retryMax time.Duration
+	// tenant labels the cost metric (the run's RunOptions.Tenant).
+	tenant string
 
 	mu      sync.Mutex
 	pending []models.Event

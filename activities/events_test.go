@@ -56,11 +56,20 @@ func TestPublisherCoalescesDeltas(t *testing.T) {
 		t.Errorf("first batch = %+v; want the first delta alone", first)
 	}
 	var joined strings.Builder
+	usages := 0
 	for i, b := range batches {
 		if b.Seq != i+1 || b.Producer != batches[0].Producer {
 			t.Errorf("batch %d: producer %q seq %d", i, b.Producer, b.Seq)
 		}
 		for _, e := range b.Events {
+			if e.Event.String() == "llm.usage" {
+				// The call's usage follows its text.
+				usages++
+				if i != len(batches)-1 || e.Data["agent_id"] != "w-1" {
+					t.Errorf("usage event = %+v in batch %d", e, i)
+				}
+				continue
+			}
 			if e.Event.String() != "llm.stream" || e.Data["agent_id"] != "w-1" || e.Source.AgentID != "w-1" {
 				t.Errorf("event = %+v", e)
 			}
@@ -69,6 +78,9 @@ func TestPublisherCoalescesDeltas(t *testing.T) {
 	}
 	if joined.String() != res.Output {
 		t.Errorf("streamed %q, answered %q", joined.String(), res.Output)
+	}
+	if usages != 1 {
+		t.Errorf("%d llm.usage events, want 1", usages)
 	}
 }
 

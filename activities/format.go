@@ -83,7 +83,7 @@ func (a *Activities) FormatResults(ctx context.Context, in models.FormatInput) (
 		if err != nil {
 			return nil, a.llmFailure(ctx, source, req.Model, err, in.Options.RetryMax)
 		}
-		res.Usage = res.Usage.Add(toUsage(resp.Usage))
+		res.Usage = res.Usage.Add(a.usage(resp, req.Model))
 		if resp.Model != "" {
 			res.Model = resp.Model // the model that answered
 		}

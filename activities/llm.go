@@ -40,7 +40,7 @@ func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models
 	}
 	pub := a.newPublisher(ctx, in.RunID)
 	defer pub.close()
-	pub.deferWrites, pub.retryMax = in.DeferWrites, in.RunOptions.RetryMax
+	pub.deferWrites, pub.retryMax, pub.tenant = in.DeferWrites, in.RunOptions.RetryMax, in.RunOptions.Tenant
 	req := llm.Request{
 		Model:       in.RunOptions.ModelFor(in.Supervisor),
 		Messages:    decisionMessages(in, contextLimit(in.RunOptions)),
@@ -57,7 +57,7 @@ func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models
 		if err != nil {
 			return nil, err
 		}
-		usage = usage.Add(toUsage(resp.Usage))
+		usage = usage.Add(a.usage(resp, req.Model))
 		d, perr := parseDecision(resp.Content, in)
 		if perr == nil {
 			d.Usage = usage
@@ -104,7 +104,7 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 	}
 	pub := a.newPublisher(ctx, in.RunID)
 	defer pub.close()
-	pub.deferWrites, pub.retryMax = in.DeferWrites, in.RunOptions.RetryMax
+	pub.deferWrites, pub.retryMax, pub.tenant = in.DeferWrites, in.RunOptions.RetryMax, in.RunOptions.Tenant
 	req := llm.Request{
 		Model:       in.RunOptions.ModelFor(in.Agent),
 		Messages:    append(respondMessages(in, contextLimit(in.RunOptions)), transcriptMessages(in.Transcript)...),
@@ -125,7 +125,7 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 	if err != nil {
 		return nil, err
 	}
-	res := &models.RespondResult{Output: resp.Content, Model: req.Model, Offline: resp.Offline, Usage: toUsage(resp.Usage)}
+	res := &models.RespondResult{Output: resp.Content, Model: req.Model, Offline: resp.Offline, Usage: a.usage(resp, req.Model)}
 	if resp.Model != "" {
 		res.Model = resp.Model // the model that answered (see llm.Router.Stream)
 	}
@@ -236,9 +236,31 @@ func (a *Activities) complete(ctx context.Context, pub *publisher, source models
 			call.Model = resp.Model
 		}
 		call.PromptTokens, call.CompletionTokens, call.TotalTokens = resp.Usage.PromptTokens, resp.Usage.CompletionTokens, resp.Usage.TotalTokens
+		if usd, ok := a.cost(call.Model, resp.Usage); ok {
+			call.CostUSD = &usd
+		}
 	}
 	log := a.runLogger(ctx, pub.runID, source)
 	a.observeLLMCall(log, purpose, req, resp, err, ctx.Err() != nil, latency, firstToken)
+	if err == nil {
+		u := a.usage(resp, req.Model)
+		if !u.CostUnknown {
+			a.Metrics.AddLLMCost(call.Model, pub.tenant, u.CostUSD)
+		}
+		// llm.usage: what the call used and cost, tagged with its agent
+		// like every llm.* event.
+		data := map[string]any{"model": call.Model, "prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens,
+			"total_tokens": u.TotalTokens, "purpose": purpose}
+		if u.CostUnknown {
+			data["cost_usd"], data["cost_unknown"] = nil, true
+		} else {
+			data["cost_usd"] = u.CostUSD
+		}
+		for k, v := range extra {
+			data[k] = v
+		}
+		pub.emitLast(pub.event(source, models.CategoryLLM, models.ActionUsage, data))
+	}
 	switch {
 	case err == nil && pub.deferWrites:
 		// The workflow stores it (SaveAnswer), retrying on its own.
@@ -325,6 +347,22 @@ func contextLimit(o models.RunOptions) int {
 
 func toUsage(u llm.Usage) models.Usage {
 	return models.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+}
+
+// usage is a successful call's usage with its cost, priced by the model
+// that answered.
+func (a *Activities) usage(resp *llm.Response, asked string) models.Usage {
+	model := resp.Model
+	if model == "" {
+		model = asked
+	}
+	u := toUsage(resp.Usage)
+	if usd, ok := a.cost(model, resp.Usage); ok {
+		u.CostUSD = usd
+	} else {
+		u.CostUnknown = true
+	}
+	return u
 }
 
 func llmCallRecord(pub *publisher, source models.Source, purpose, model string, latency, firstToken time.Duration) models.LLMCallRecord {

@@ -73,6 +73,16 @@ func (s *fakeSink) events(categories ...string) []models.Event {
 	return out
 }
 
+func withAction(events []models.Event, action string) []models.Event {
+	var out []models.Event
+	for _, e := range events {
+		if e.Event.Action == action {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func teamDecideInput() models.DecideInput {
 	team := &models.Team{Name: "research", Supervisor: models.Agent{AgentID: "ts", Name: "lead"}}
 	return models.DecideInput{
@@ -174,7 +184,7 @@ func TestDecideCorrectsAnInvalidChoice(t *testing.T) {
 	}
 	// Each answer streams as its own llm.stream event, tagged with the
 	// supervisor's agent_id.
-	streams := sink.events(models.CategoryLLM)
+	streams := withAction(sink.events(models.CategoryLLM), models.ActionStream)
 	if len(streams) != 2 || streams[0].Data["content"] != `{"action":"dispatch","target":"ghost"}` || streams[1].Data["agent_id"] != "ts" || streams[1].Data["attempt"] != int32(1) {
 		t.Errorf("llm events = %+v", streams)
 	}
@@ -203,7 +213,7 @@ func TestDecideFallsBackWithAWarning(t *testing.T) {
 	if len(fake.requests) != maxCorrections+1 {
 		t.Errorf("asked %d times, want %d", len(fake.requests), maxCorrections+1)
 	}
-	if streams := sink.events(models.CategoryLLM); len(streams) != maxCorrections+1 {
+	if streams := withAction(sink.events(models.CategoryLLM), models.ActionStream); len(streams) != maxCorrections+1 {
 		t.Errorf("want one llm.stream event per answer, got %+v", streams)
 	}
 	events := sink.events(models.CategoryDispatch, models.CategorySystem)

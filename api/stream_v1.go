@@ -255,6 +255,11 @@ func (t *v1Translator) agentData(e models.Event, team, agentID, name, action str
 }
 
 func (t *v1Translator) workerLLM(e models.Event, team string) []v1Event {
+	if e.Event.Action == models.ActionUsage {
+		// Contract 002 has no usage event; it must not open or close a
+		// worker either.
+		return nil
+	}
 	var out []v1Event
 	w := t.open[team]
 	if w == nil || w.agentID != e.Source.AgentID {

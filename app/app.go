@@ -200,6 +200,7 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 		HeartbeatInterval: heartbeatInterval(cfg.LLMHeartbeatTimeout),
 		FlushInterval:     cfg.EventFlushInterval,
 		Metrics:           o.metrics,
+		Prices:            cfg.LLMPrices,
 	}
 	if o.notifications != nil {
 		acts.Notifier = o.notifications.Notifier

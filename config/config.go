@@ -6,6 +6,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/op-stack/executor/pricing"
 	"math"
 	"net/url"
 	"os"
@@ -82,9 +83,12 @@ type Config struct {
 	LLMMaxAttempts      int
 	LLMRetryInitial     time.Duration
 	LLMRetryMax         time.Duration
-	ContextCharLimit    int
-	ContextTotalChars   int
-	ContinueAsNewAfter  int
+	// LLMPrices is the price table: the built-in list prices with
+	// LLM_PRICES_FILE's over them.
+	LLMPrices          pricing.Table
+	ContextCharLimit   int
+	ContextTotalChars  int
+	ContinueAsNewAfter int
 	// MaxDelegationsPerTurn and MaxDelegationsPerRun cap the sub-agents
 	// started through `delegate`: per agent turn, and per run (nested
 	// sub-agents and continue-as-new included). Both are at least 1.
@@ -274,6 +278,11 @@ var vars = []Var{
 	{"LLM_MAX_ATTEMPTS", "5", "Attempts per LLM call, first one included (429, 5xx, timeouts and network errors retry; 400/401/403/404 never do).", intVar(func(c *Config, n int) { c.LLMMaxAttempts = n })},
 	{"LLM_RETRY_INITIAL", "1s", "First retry delay; doubles per attempt. A provider's Retry-After overrides it.", durationVar(func(c *Config, d time.Duration) { c.LLMRetryInitial = d })},
 	{"LLM_RETRY_MAX", "30s", "Longest retry delay.", durationVar(func(c *Config, d time.Duration) { c.LLMRetryMax = d })},
+	{"LLM_PRICES_FILE", "", "JSON file of model prices in USD per million tokens (`{\"my-model\": {\"input\": 1, \"output\": 4, \"cached_input\": 0.5}}`), over the built-in list prices; see [Cost](#cost). Empty: the built-in prices only.", func(c *Config, v string) error {
+		t, err := pricing.Load(v)
+		c.LLMPrices = t
+		return err
+	}},
 	{"CONTINUE_AS_NEW_AFTER", "10000", "History length past which a run's workflow continues as new, between team turns or inside them (Temporal's limits: 51,200 events, 10,000 signals per execution).", intVar(func(c *Config, n int) { c.ContinueAsNewAfter = n })},
 	{"MAX_DELEGATIONS_PER_TURN", "8", "Most sub-agents one agent turn may start through `delegate` (over all its tool rounds); further delegate calls are refused with a tool result saying so and a `system.warning`. At least 1.", intVar(func(c *Config, n int) { c.MaxDelegationsPerTurn = n })},
 	{"MAX_DELEGATIONS_PER_RUN", "64", "Most sub-agents a whole run may start through `delegate`, nested sub-agents and continue-as-new included; further delegate calls are refused the same way. At least 1.", intVar(func(c *Config, n int) { c.MaxDelegationsPerRun = n })},

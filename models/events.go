@@ -20,6 +20,9 @@ const (
 	ActionToolCall   = "tool_call"
 	ActionToolResult = "tool_result"
 	ActionRetry      = "retry"
+	// ActionUsage (llm.usage) follows each successful LLM call: its tokens
+	// and cost in US dollars.
+	ActionUsage = "usage"
 	ActionTeam       = "team"
 	ActionWorker     = "worker"
 	ActionTopology   = "topology"

@@ -738,6 +738,9 @@ type LLMCallRecord struct {
 	LatencyMs        int64  `json:"latency_ms"`
 	FirstTokenMs     int64  `json:"first_token_ms"`
 	Error            string `json:"error,omitempty"`
+	// CostUSD is the call's cost; nil when it failed or its model has no
+	// price.
+	CostUSD *float64 `json:"cost_usd,omitempty"`
 }
 
 // AnswerRecord is what a workflow stores after an LLM activity that

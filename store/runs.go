@@ -253,7 +253,10 @@ type LLMCall struct {
 	LatencyMs        int64
 	FirstTokenMs     int64
 	Error            string
-	CreatedAt        time.Time
+	// CostUSD is the call's cost in US dollars; NULL when the call failed
+	// or its model has no price.
+	CostUSD   *float64 `gorm:"column:cost_usd"`
+	CreatedAt time.Time
 }
 
 func (LLMCall) TableName() string { return "llm_call" }
@@ -276,6 +279,7 @@ func LLMCallFromRecord(r models.LLMCallRecord) *LLMCall {
 		ID: r.ID, RunID: r.RunID, AgentID: r.AgentID, Purpose: r.Purpose, Model: r.Model, Provider: r.Provider,
 		Attempt: r.Attempt, Status: r.Status, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
 		TotalTokens: r.TotalTokens, LatencyMs: r.LatencyMs, FirstTokenMs: r.FirstTokenMs, Error: r.Error,
+		CostUSD: r.CostUSD,
 	}
 }
 

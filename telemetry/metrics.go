@@ -51,6 +51,7 @@ type Metrics struct {
 	eventPublishErrors prometheus.Counter
 	llmCalls           *prometheus.CounterVec
 	llmTokens          *prometheus.CounterVec
+	llmCost            *prometheus.CounterVec
 	llmDuration        *prometheus.HistogramVec
 	llmFirstToken      *prometheus.HistogramVec
 	runsFinished       *prometheus.CounterVec
@@ -87,6 +88,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: Namespace, Name: "llm_tokens_total",
 			Help: "Tokens of successful LLM calls, by model and kind (prompt, completion).",
 		}, []string{"model", "kind"}),
+		llmCost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "llm_cost_usd_total",
+			Help: "Cost in US dollars of successful LLM calls whose model has a price, by model and tenant.",
+		}, []string{"model", "tenant"}),
 		llmDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "llm_call_duration_seconds",
 			Help:    "Duration of LLM call attempts, whatever their outcome, by model.",
@@ -104,7 +109,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		streams: newStreamCollector(),
 	}
 	reg.MustRegister(m.httpRequests, m.httpDuration, m.eventsPublished, m.eventPublishErrors,
-		m.llmCalls, m.llmTokens, m.llmDuration, m.llmFirstToken, m.runsFinished, m.streams)
+		m.llmCalls, m.llmTokens, m.llmCost, m.llmDuration, m.llmFirstToken, m.runsFinished, m.streams)
 	return m
 }
 
@@ -144,6 +149,15 @@ type LLMCall struct {
 	FirstToken       time.Duration
 	PromptTokens     int
 	CompletionTokens int
+}
+
+// AddLLMCost counts what a successful call cost, by the model that
+// answered and the run's tenant ("" when the run has none).
+func (m *Metrics) AddLLMCost(model, tenant string, usd float64) {
+	if m == nil || usd < 0 {
+		return
+	}
+	m.llmCost.WithLabelValues(model, tenant).Add(usd)
 }
 
 // ObserveLLMCall records one LLM call attempt.

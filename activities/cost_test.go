@@ -1,0 +1,73 @@
+package activities
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/op-stack/executor/llm"
+	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/pricing"
+)
+
+type pricedLLM struct{ model string }
+
+func (u pricedLLM) Stream(_ context.Context, req llm.Request, onDelta func(llm.Delta)) (*llm.Response, error) {
+	onDelta(llm.Delta{Content: "ok"})
+	model := u.model
+	if model == "" {
+		model = req.Model
+	}
+	return &llm.Response{Content: "ok", Model: model, Provider: "fake",
+		Usage: llm.Usage{PromptTokens: 1000, CompletionTokens: 500, TotalTokens: 1500}}, nil
+}
+
+func costInput(model string) models.RespondInput {
+	return models.RespondInput{
+		RunID: "r1", Purpose: models.PurposeWorker, Task: "t", DeferWrites: true,
+		Agent:      models.Agent{AgentID: "w-1", Name: "writer", Model: model},
+		Source:     models.Source{AgentID: "w-1", AgentType: models.AgentTypeWorker, AgentName: "writer"},
+		RunOptions: models.RunOptions{Tenant: "acme"},
+	}
+}
+
+func TestRespondPricesTheCall(t *testing.T) {
+	sink := &fakeSink{}
+	acts := &Activities{LLM: pricedLLM{}, Events: sink, Prices: pricing.Table{"priced": {Input: 2, Output: 10}}}
+	res, err := acts.Respond(context.Background(), costInput("priced"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := (1000*2 + 500*10) / 1e6
+	if math.Abs(res.Usage.CostUSD-want) > 1e-12 || res.Usage.CostUnknown || res.Usage.TotalTokens != 1500 {
+		t.Errorf("usage = %+v, want cost %v", res.Usage, want)
+	}
+	if len(res.Calls) != 1 || res.Calls[0].CostUSD == nil || math.Abs(*res.Calls[0].CostUSD-want) > 1e-12 {
+		t.Errorf("calls = %+v", res.Calls)
+	}
+	usage := withAction(sink.events(models.CategoryLLM), models.ActionUsage)
+	if len(usage) != 1 || usage[0].Data["agent_id"] != "w-1" || usage[0].Data["total_tokens"] != 1500 ||
+		usage[0].Data["cost_usd"] != want || usage[0].Data["model"] != "priced" {
+		t.Errorf("llm.usage events = %+v", usage)
+	}
+}
+
+func TestRespondWithoutAPriceHasAnUnknownCost(t *testing.T) {
+	sink := &fakeSink{}
+	// The model that answered is priced, not the one asked for.
+	acts := &Activities{LLM: pricedLLM{model: "mystery-model"}, Events: sink, Prices: pricing.Table{"priced": {Input: 2, Output: 10}}}
+	res, err := acts.Respond(context.Background(), costInput("priced"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Usage.CostUnknown || res.Usage.CostUSD != 0 {
+		t.Errorf("usage = %+v, want an unknown cost", res.Usage)
+	}
+	if len(res.Calls) != 1 || res.Calls[0].CostUSD != nil {
+		t.Errorf("calls = %+v, want no cost", res.Calls)
+	}
+	usage := withAction(sink.events(models.CategoryLLM), models.ActionUsage)
+	if len(usage) != 1 || usage[0].Data["cost_unknown"] != true || usage[0].Data["cost_usd"] != nil {
+		t.Errorf("llm.usage events = %+v", usage)
+	}
+}
