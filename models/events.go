@@ -22,12 +22,12 @@ const (
 	ActionRetry      = "retry"
 	// ActionUsage (llm.usage) follows each successful LLM call: its tokens
 	// and cost in US dollars.
-	ActionUsage = "usage"
-	ActionTeam       = "team"
-	ActionWorker     = "worker"
-	ActionTopology   = "topology"
-	ActionWarning    = "warning"
-	ActionError      = "error"
+	ActionUsage    = "usage"
+	ActionTeam     = "team"
+	ActionWorker   = "worker"
+	ActionTopology = "topology"
+	ActionWarning  = "warning"
+	ActionError    = "error"
 )
 
 // Agent types in an event's source.
