@@ -47,6 +47,9 @@ type Results struct {
 	// final answer) came from the built-in offline model: placeholder
 	// text, not a model's work.
 	Offline bool `json:"offline"`
+	// UsageByAgent rolls up the recorded calls per agent_id: supervisors,
+	// workers and sub-agents, in the order of their first call.
+	UsageByAgent OrderedMap[*AgentMetrics] `json:"usage_by_agent"`
 	// The task and the hierarchy's name head the Markdown report.
 	task, name string
 }
@@ -75,6 +78,9 @@ type TeamResult struct {
 	// finished before it failed.
 	Partial bool                     `json:"partial,omitempty"`
 	Agents  OrderedMap[*AgentResult] `json:"agents"`
+	// Metrics roll up the team's recorded calls: its workers' and its
+	// supervisor's (when the hierarchy still names it).
+	Metrics AgentMetrics `json:"metrics"`
 }
 
 // AgentResult is one worker's part of a team's result. Output joins the
@@ -93,6 +99,38 @@ type AgentMetrics struct {
 	TokensUsed     int     `json:"tokens_used"`
 	APICallsMade   int     `json:"api_calls_made"`
 	ProcessingTime float64 `json:"processing_time"` // seconds, every call's latency summed
+	// CostUSD is what the agent's calls cost; CostUnknown says some
+	// successful call's model has no price (CostUSD is then the priced
+	// calls' part).
+	CostUSD     float64 `json:"cost_usd"`
+	CostUnknown bool    `json:"cost_unknown"`
+}
+
+// add counts one recorded call.
+func (m *AgentMetrics) add(c store.LLMCall) {
+	m.APICallsMade++
+	m.TokensUsed += c.TotalTokens
+	m.ProcessingTime += float64(c.LatencyMs) / 1000
+	switch {
+	case c.CostUSD != nil:
+		m.CostUSD += *c.CostUSD
+	case c.Status == "ok":
+		m.CostUnknown = true
+	}
+}
+
+// sum adds another agent's metrics.
+func (m *AgentMetrics) sum(o AgentMetrics) {
+	m.APICallsMade += o.APICallsMade
+	m.TokensUsed += o.TokensUsed
+	m.ProcessingTime += o.ProcessingTime
+	m.CostUSD += o.CostUSD
+	m.CostUnknown = m.CostUnknown || o.CostUnknown
+}
+
+func (m AgentMetrics) rounded() AgentMetrics {
+	m.ProcessingTime, m.CostUSD = round(m.ProcessingTime, 3), roundCost(m.CostUSD)
+	return m
 }
 
 // FinalOutput is the global supervisor's final answer in spec 001's
@@ -111,6 +149,10 @@ type ExecutionMetrics struct {
 	APICallsMade        int     `json:"api_calls_made"`
 	SuccessRate         float64 `json:"success_rate"`          // ok calls / all calls; 0 without calls
 	AverageResponseTime float64 `json:"average_response_time"` // seconds, mean latency of ok calls
+	// TotalCostUSD is what the run's calls cost in US dollars;
+	// CostUnknown says some successful call's model has no price.
+	TotalCostUSD float64 `json:"total_cost_usd"`
+	CostUnknown  bool    `json:"cost_unknown"`
 }
 
 // OrderedMap is a JSON object that keeps its keys in insertion order, so
@@ -175,6 +217,9 @@ type ResultsInput struct {
 	Calls []store.LLMCall
 	// Now ends the durations of turns still running.
 	Now time.Time
+	// Supervisors maps team ids and names to their supervisor's agent_id,
+	// so a team's metrics include its supervisor's calls.
+	Supervisors map[string]string
 }
 
 // BuildResults computes a run's Results from its row, its (partial) result
@@ -219,9 +264,11 @@ func BuildResults(in ResultsInput) *Results {
 			m = &AgentMetrics{}
 			perAgent[c.AgentID] = m
 		}
-		m.APICallsMade++
-		m.TokensUsed += c.TotalTokens
-		m.ProcessingTime += float64(c.LatencyMs) / 1000
+		m.add(c)
+		var run AgentMetrics
+		run.add(c)
+		out.Metrics.TotalCostUSD += run.CostUSD
+		out.Metrics.CostUnknown = out.Metrics.CostUnknown || run.CostUnknown
 		out.Metrics.TotalTokensUsed += c.TotalTokens
 		if c.Status == "ok" && c.Provider == llm.OfflineProvider {
 			out.Offline = true
@@ -236,6 +283,14 @@ func BuildResults(in ResultsInput) *Results {
 		out.Metrics.SuccessRate = round(float64(okCalls)/float64(len(in.Calls)), 4)
 	} else {
 		out.Metrics.TotalTokensUsed = res.Usage.TotalTokens
+		out.Metrics.TotalCostUSD, out.Metrics.CostUnknown = res.Usage.CostUSD, res.Usage.CostUnknown
+	}
+	out.Metrics.TotalCostUSD = roundCost(out.Metrics.TotalCostUSD)
+	for _, c := range in.Calls {
+		if _, seen := out.UsageByAgent.Get(c.AgentID); !seen {
+			m := perAgent[c.AgentID].rounded()
+			out.UsageByAgent.Set(c.AgentID, &m)
+		}
 	}
 	if okCalls > 0 {
 		out.Metrics.AverageResponseTime = round(float64(okLatency)/float64(okCalls)/1000, 3)
@@ -280,7 +335,7 @@ func BuildResults(in ResultsInput) *Results {
 					ar.Model = llm.OfflineProvider
 				}
 				if m := perAgent[w.AgentID]; m != nil {
-					ar.Metrics = AgentMetrics{TokensUsed: m.TokensUsed, APICallsMade: m.APICallsMade, ProcessingTime: round(m.ProcessingTime, 3)}
+					ar.Metrics = m.rounded()
 				}
 				tr.Agents.Set(w.AgentID, ar)
 			}
@@ -296,9 +351,25 @@ func BuildResults(in ResultsInput) *Results {
 		}
 	}
 	for _, k := range out.TeamResults.Keys() {
-		if tr, _ := out.TeamResults.Get(k); tr.Status != models.TeamSkipped {
+		tr, _ := out.TeamResults.Get(k)
+		if tr.Status != models.TeamSkipped {
 			out.ExecutionSummary.TeamsExecuted++
 		}
+		var tm AgentMetrics
+		for _, aid := range tr.Agents.Keys() {
+			if m := perAgent[aid]; m != nil {
+				tm.sum(*m)
+			}
+		}
+		sup := in.Supervisors[k]
+		if sup == "" {
+			sup = in.Supervisors[tr.TeamName]
+		}
+		if _, isWorker := tr.Agents.Get(sup); !isWorker && perAgent[sup] != nil {
+			m := perAgent[sup]
+			tm.sum(*m)
+		}
+		tr.Metrics = tm.rounded()
 	}
 	out.ExecutionSummary.AgentsInvolved = len(agents)
 
@@ -532,7 +603,13 @@ func (s *Server) loadResults(ctx context.Context, id, format string) (*store.Run
 	if err != nil {
 		return nil, nil, err
 	}
-	r := BuildResults(ResultsInput{Run: run, Result: result, Calls: calls, Now: time.Now().UTC()})
+	sups := map[string]string{}
+	if h, err := s.store.GetHierarchy(ctx, run.HierarchyID); err == nil {
+		for _, t := range h.Teams {
+			sups[t.ID], sups[t.Name] = t.Supervisor.AgentID, t.Supervisor.AgentID
+		}
+	}
+	r := BuildResults(ResultsInput{Run: run, Result: result, Calls: calls, Now: time.Now().UTC(), Supervisors: sups})
 	switch format {
 	case FormatMarkdown:
 		return run, markdownResults{Format: FormatMarkdown, Content: r.Markdown()}, nil

@@ -46,18 +46,21 @@ func handMadeRun() ResultsInput {
 		Usage:  models.Usage{TotalTokens: 999},
 	}
 	calls := []store.LLMCall{
-		{AgentID: "gs-1", Status: "ok", TotalTokens: 100, LatencyMs: 1000},
-		{AgentID: "ts-research", Status: "ok", TotalTokens: 50, LatencyMs: 500},
+		{AgentID: "gs-1", Status: "ok", TotalTokens: 100, LatencyMs: 1000, CostUSD: usd(0.001)},
+		{AgentID: "ts-research", Status: "ok", TotalTokens: 50, LatencyMs: 500, CostUSD: usd(0.0005)},
 		{AgentID: "w-searcher", Status: "error", TotalTokens: 0, LatencyMs: 300},
-		{AgentID: "w-searcher", Status: "ok", TotalTokens: 200, LatencyMs: 2000},
-		{AgentID: "w-analyst", Status: "ok", TotalTokens: 150, LatencyMs: 1500},
+		{AgentID: "w-searcher", Status: "ok", TotalTokens: 200, LatencyMs: 2000, CostUSD: usd(0.002)},
+		{AgentID: "w-analyst", Status: "ok", TotalTokens: 150, LatencyMs: 1500, CostUSD: usd(0.0015)},
+		// A model without a price: the cost is unknown.
 		{AgentID: "w-outliner", Status: "ok", TotalTokens: 80, LatencyMs: 800},
 		{AgentID: "w-writer", Status: "error", TotalTokens: 0, LatencyMs: 100},
-		{AgentID: "w-searcher", Status: "ok", TotalTokens: 70, LatencyMs: 700},
+		{AgentID: "w-searcher", Status: "ok", TotalTokens: 70, LatencyMs: 700, CostUSD: usd(0.0007)},
 		{AgentID: "gs-1", Status: "cancelled", TotalTokens: 0, LatencyMs: 50},
 	}
-	return ResultsInput{Run: run, Result: res, Calls: calls, Now: *at(100)}
+	return ResultsInput{Run: run, Result: res, Calls: calls, Now: *at(100), Supervisors: map[string]string{"team_a": "ts-research", "writing": "ts-writing"}}
 }
+
+func usd(v float64) *float64 { return &v }
 
 func TestBuildResults(t *testing.T) {
 	in := handMadeRun()
@@ -86,8 +89,18 @@ func TestBuildResults(t *testing.T) {
 	if searcher.Output != "15 papers\n\n3 more papers" || strings.Join(searcher.ToolsUsed, ",") != "http_get,calculator,current_time" || searcher.Status != "completed" || searcher.Model != "gpt-4o" {
 		t.Errorf("searcher = %+v", searcher)
 	}
-	if searcher.Metrics != (AgentMetrics{TokensUsed: 270, APICallsMade: 3, ProcessingTime: 3}) {
+	if searcher.Metrics != (AgentMetrics{TokensUsed: 270, APICallsMade: 3, ProcessingTime: 3, CostUSD: 0.0027}) {
 		t.Errorf("searcher metrics = %+v", searcher.Metrics)
+	}
+	// The team's metrics: its workers' and its supervisor's calls.
+	if research.Metrics != (AgentMetrics{TokensUsed: 470, APICallsMade: 5, ProcessingTime: 5, CostUSD: 0.0047}) {
+		t.Errorf("research metrics = %+v", research.Metrics)
+	}
+	if r.Metrics.TotalCostUSD != 0.0057 || !r.Metrics.CostUnknown {
+		t.Errorf("run cost = %v unknown %v", r.Metrics.TotalCostUSD, r.Metrics.CostUnknown)
+	}
+	if gs, ok := r.UsageByAgent.Get("gs-1"); !ok || *gs != (AgentMetrics{TokensUsed: 100, APICallsMade: 2, ProcessingTime: 1.05, CostUSD: 0.001}) || r.UsageByAgent.Len() != 6 {
+		t.Errorf("usage by agent: gs-1 %+v, %d agents", gs, r.UsageByAgent.Len())
 	}
 	if analyst, _ := research.Agents.Get("w-analyst"); analyst.ToolsUsed == nil || len(analyst.ToolsUsed) != 0 {
 		t.Errorf("analyst tools_used = %#v, want []", analyst.ToolsUsed)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"time"
@@ -409,6 +410,44 @@ type runView struct {
 	// Offline says some answer came from the built-in offline model
 	// (runs/get only; the list leaves it out rather than query per run).
 	Offline bool `json:"offline,omitempty"`
+	// Usage is the run's totals so far, from its recorded LLM calls:
+	// tokens, cost_usd and cost_unknown (some call's model has no price).
+	Usage runUsageView `json:"usage"`
+}
+
+// runUsageView is a run's usage totals with cost_usd and cost_unknown
+// always present (cost_usd is the priced calls' part when cost_unknown).
+type runUsageView struct {
+	PromptTokens     int     `json:"prompt_tokens"`
+	CompletionTokens int     `json:"completion_tokens"`
+	TotalTokens      int     `json:"total_tokens"`
+	CostUSD          float64 `json:"cost_usd"`
+	CostUnknown      bool    `json:"cost_unknown"`
+}
+
+func usageView(u models.Usage) runUsageView {
+	return runUsageView{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
+		CostUSD: roundCost(u.CostUSD), CostUnknown: u.CostUnknown}
+}
+
+// roundCost rounds a sum of costs to a billionth of a dollar, dropping
+// floating-point noise.
+func roundCost(usd float64) float64 { return math.Round(usd*1e9) / 1e9 }
+
+// runListItem is a run in runs/list: its row and its usage totals.
+type runListItem struct {
+	*store.Run
+	Usage runUsageView `json:"usage"`
+}
+
+// runUsage reads the runs' usage totals; a failed read leaves them zero
+// (logged), it does not fail the request.
+func (s *Server) runUsage(ctx context.Context, ids ...string) map[string]models.Usage {
+	u, err := s.store.RunUsage(ctx, ids...)
+	if err != nil {
+		s.log.Warn("run usage", "error", err)
+	}
+	return u
 }
 
 type progressView struct {
@@ -437,6 +476,7 @@ func (s *Server) getRun(c *gin.Context) {
 	}
 	v := s.viewRun(c.Request.Context(), run)
 	s.markOffline(c.Request.Context(), &v)
+	v.Usage = usageView(s.runUsage(c.Request.Context(), run.ID)[run.ID])
 	ok(c, v)
 }
 
@@ -541,7 +581,16 @@ func (s *Server) listRuns(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	ok(c, gin.H{"items": runs, "total": total, "page": f.Page, "page_size": f.PageSize})
+	ids := make([]string, len(runs))
+	for i := range runs {
+		ids[i] = runs[i].ID
+	}
+	usage := s.runUsage(c.Request.Context(), ids...)
+	items := make([]runListItem, len(runs))
+	for i := range runs {
+		items[i] = runListItem{Run: runs[i], Usage: usageView(usage[runs[i].ID])}
+	}
+	ok(c, gin.H{"items": items, "total": total, "page": f.Page, "page_size": f.PageSize})
 }
 
 // cancelRun asks the run's workflow to cancel. The workflow stops its LLM

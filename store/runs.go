@@ -297,3 +297,36 @@ func (s *Store) LLMCalls(ctx context.Context, runID string) ([]LLMCall, error) {
 	err := s.db.WithContext(ctx).Where("run_id = ?", runID).Order("created_at, id").Find(&calls).Error
 	return calls, err
 }
+
+// RunUsage sums the recorded LLM calls of runs: tokens and cost per run.
+// A successful call without a cost (its model has no price) makes its
+// run's cost unknown. Runs without calls are left out.
+func (s *Store) RunUsage(ctx context.Context, runIDs ...string) (map[string]models.Usage, error) {
+	out := map[string]models.Usage{}
+	if len(runIDs) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		RunID            string
+		PromptTokens     int
+		CompletionTokens int
+		TotalTokens      int
+		CostUSD          *float64
+		Unpriced         int
+	}
+	err := s.db.WithContext(ctx).Model(&LLMCall{}).
+		Select("run_id, SUM(prompt_tokens) AS prompt_tokens, SUM(completion_tokens) AS completion_tokens, SUM(total_tokens) AS total_tokens, "+
+			"SUM(cost_usd) AS cost_usd, SUM(CASE WHEN status = 'ok' AND cost_usd IS NULL THEN 1 ELSE 0 END) AS unpriced").
+		Where("run_id IN ?", runIDs).Group("run_id").Scan(&rows).Error
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		u := models.Usage{PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, TotalTokens: r.TotalTokens, CostUnknown: r.Unpriced > 0}
+		if r.CostUSD != nil {
+			u.CostUSD = *r.CostUSD
+		}
+		out[r.RunID] = u
+	}
+	return out, nil
+}
