@@ -21,22 +21,24 @@ import (
 // a missing attribute turns it off with a warning saying how to create it.
 // TenantId is decided on its own, so that a namespace set up before tenants
 // keeps the other three.
-func useSearchAttributes(cfg config.Config, log *slog.Logger, tc client.Client) (core, tenant bool) {
+//
+// TotalTokens and CostUsd (usage) are decided on their own the same way.
+func useSearchAttributes(cfg config.Config, log *slog.Logger, tc client.Client) (core, tenant, usage bool) {
 	switch cfg.TemporalSearchAttributes {
 	case "true":
-		return true, true
+		return true, true, true
 	case "false":
-		return false, false
+		return false, false, false
 	}
 	if tc == nil {
-		return false, false
+		return false, false, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	resp, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: cfg.TemporalNamespace})
 	if err != nil {
 		log.Warn("cannot list search attributes; runs will not set them", "error", err)
-		return false, false
+		return false, false, false
 	}
 	var missing []string
 	for name, typ := range models.SearchAttributeTypes() {
@@ -45,16 +47,29 @@ func useSearchAttributes(cfg config.Config, log *slog.Logger, tc client.Client) 
 		}
 	}
 	_, hasTenant := resp.GetCustomAttributes()[models.SearchTenantID.GetName()]
+	usage = true
+	for _, name := range models.UsageSearchAttributes() {
+		if _, ok := resp.GetCustomAttributes()[name]; !ok {
+			usage = false
+		}
+	}
+	apart := append(models.UsageSearchAttributes(), models.SearchTenantID.GetName())
 	core = true
 	for _, m := range missing {
-		if !strings.Contains(m, models.SearchTenantID.GetName()) {
+		separate := false
+		for _, name := range apart {
+			if strings.Contains(m, "--name "+name+" ") {
+				separate = true
+			}
+		}
+		if !separate {
 			core = false
 		}
 	}
 	if len(missing) > 0 {
 		sort.Strings(missing)
 		log.Warn("search attributes missing; runs will not set them (create them with: temporal operator search-attribute create --namespace "+
-			cfg.TemporalNamespace+" "+strings.Join(missing, " ")+")", "hierarchy_attributes", core, "tenant_attribute", hasTenant)
+			cfg.TemporalNamespace+" "+strings.Join(missing, " ")+")", "hierarchy_attributes", core, "tenant_attribute", hasTenant, "usage_attributes", usage)
 	}
-	return core, hasTenant
+	return core, hasTenant, usage
 }

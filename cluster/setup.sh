@@ -136,9 +136,10 @@ until "$TEMPORAL" operator search-attribute list --address "$ADDR" -n "$NS" >"$D
   [ $(($(date +%s) - start)) -gt 60 ] && die "namespace $NS not usable after 60s"
   sleep 1
 done
-# models/search.go: HierarchyId Keyword, RunStatus Keyword, HierarchyName Text, TenantId Keyword.
+# models/search.go: HierarchyId Keyword, RunStatus Keyword, HierarchyName Text, TenantId Keyword,
+# TotalTokens Int, CostUsd Double.
 missing=()
-for sa in HierarchyId:Keyword RunStatus:Keyword HierarchyName:Text TenantId:Keyword; do
+for sa in HierarchyId:Keyword RunStatus:Keyword HierarchyName:Text TenantId:Keyword TotalTokens:Int CostUsd:Double; do
   name="${sa%%:*}"; type="${sa##*:}"
   if ! grep -qE "^ *$name +$type\b" "$DIR/search-attributes.txt"; then missing+=(--name "$name" --type "$type"); fi
 done

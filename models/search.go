@@ -8,7 +8,7 @@ import "go.temporal.io/sdk/temporal"
 //
 //	temporal operator search-attribute create --namespace <ns> \
 //	  --name HierarchyId --type Keyword --name RunStatus --type Keyword --name HierarchyName --type Text \
-//	  --name TenantId --type Keyword
+//	  --name TenantId --type Keyword --name TotalTokens --type Int --name CostUsd --type Double
 var (
 	SearchHierarchyID   = temporal.NewSearchAttributeKeyKeyword("HierarchyId")
 	SearchRunStatus     = temporal.NewSearchAttributeKeyKeyword("RunStatus")
@@ -16,7 +16,19 @@ var (
 	// SearchTenantID is the tenant owning the run, so operators can filter
 	// one tenant's runs: TenantId = "acme".
 	SearchTenantID = temporal.NewSearchAttributeKeyKeyword("TenantId")
+	// SearchTotalTokens and SearchCostUSD are the run's usage so far (its
+	// tokens and its cost in US dollars, priced calls only), kept current
+	// by the run's workflow: CostUsd > 1.5.
+	SearchTotalTokens = temporal.NewSearchAttributeKeyInt64("TotalTokens")
+	SearchCostUSD     = temporal.NewSearchAttributeKeyFloat64("CostUsd")
 )
+
+// UsageSearchAttributes are the names of the usage search attributes,
+// decided apart from the others (a namespace set up before them keeps the
+// others).
+func UsageSearchAttributes() []string {
+	return []string{SearchTotalTokens.GetName(), SearchCostUSD.GetName()}
+}
 
 // SearchAttributeTypes lists the custom search attributes with their types
 // in the temporal CLI's spelling.
@@ -26,5 +38,7 @@ func SearchAttributeTypes() map[string]string {
 		SearchRunStatus.GetName():     "Keyword",
 		SearchHierarchyName.GetName(): "Text",
 		SearchTenantID.GetName():      "Keyword",
+		SearchTotalTokens.GetName():   "Int",
+		SearchCostUSD.GetName():       "Double",
 	}
 }

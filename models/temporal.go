@@ -117,6 +117,10 @@ type RunOptions struct {
 	// SearchAttributes says the namespace has the custom search attributes
 	// (see search.go), so the workflow keeps RunStatus up to date.
 	SearchAttributes bool `json:"search_attributes,omitempty"`
+	// UsageSearchAttributes says the namespace has TotalTokens and CostUsd
+	// (decided apart), so the workflow keeps them current with the run's
+	// usage.
+	UsageSearchAttributes bool `json:"usage_search_attributes,omitempty"`
 	// DelegationCaps is set by the run's workflow, never by the API: its
 	// agent turns and sub-agents enforce MaxDelegationsPerTurn and
 	// MaxDelegationsPerRun (runs started before the caps do not).

@@ -153,6 +153,10 @@ const (
 	// RunOptions.Approvals; only team turns run inside the run's workflow
 	// have gates.
 	changeApprovals = "approval-gates"
+	// changeUsageSearchAttributes: the run keeps the TotalTokens and
+	// CostUsd search attributes current (when its options say the
+	// namespace has them).
+	changeUsageSearchAttributes = "usage-search-attributes"
 )
 
 // recordFieldChanges asks, once at the start of a run's execution, for the

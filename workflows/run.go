@@ -799,6 +799,7 @@ func (w *runWorkflow) finishTeam(ctx workflow.Context, t startedTeam) (models.Te
 	}
 	s.Usage = s.Usage.Add(res.SupervisorUsage)
 	out.Workers, out.Status = res.Output.Workers, models.TeamCompleted
+	w.upsertUsage(ctx)
 	return out, nil
 }
 
@@ -1004,6 +1005,7 @@ func (w *runWorkflow) setStatus(ctx workflow.Context, u models.RunStatusUpdate) 
 			workflow.GetLogger(ctx).Warn("upsert RunStatus", "error", err)
 		}
 	}
+	w.upsertUsage(ctx)
 	w.describe(ctx)
 	if workflow.GetVersion(ctx, changeStatusLocalActivity, workflow.DefaultVersion, 1) == 1 {
 		// A local activity: the write runs inside the workflow task that

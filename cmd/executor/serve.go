@@ -418,8 +418,13 @@ func addSearchAttributes(ctx context.Context, c client.Client, namespace string)
 			continue
 		}
 		t := enumspb.INDEXED_VALUE_TYPE_KEYWORD
-		if typ == "Text" {
+		switch typ {
+		case "Text":
 			t = enumspb.INDEXED_VALUE_TYPE_TEXT
+		case "Int":
+			t = enumspb.INDEXED_VALUE_TYPE_INT
+		case "Double":
+			t = enumspb.INDEXED_VALUE_TYPE_DOUBLE
 		}
 		missing[name] = t
 	}
