@@ -22,6 +22,7 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 		"EventPublished":     func() { m.EventPublished("llm", "stream") },
 		"EventPublishFailed": func() { m.EventPublishFailed() },
 		"ObserveLLMCall":     func() { m.ObserveLLMCall(LLMCall{Model: "m", Outcome: OutcomeOK}) },
+		"AddLLMCost":         func() { m.AddLLMCost("m", "t", 0.5) },
 		"RunFinished":        func() { m.RunFinished("completed") },
 		"ObserveStreams":     func() { m.ObserveStreams(func() StreamCounts { return StreamCounts{Subscribers: 1} }) },
 	}
@@ -57,7 +58,13 @@ func TestMetricsRecord(t *testing.T) {
 		FirstToken: 300 * time.Millisecond, PromptTokens: 100, CompletionTokens: 20})
 	m.ObserveLLMCall(LLMCall{Model: "gpt-4o", Outcome: OutcomeError, Duration: time.Second})
 	m.RunFinished("completed")
+	m.AddLLMCost("gpt-4o", "acme", 0.25)
+	m.AddLLMCost("gpt-4o", "acme", 0.5)
+	m.AddLLMCost("gpt-4o", "", 1)
 
+	if got := testutil.ToFloat64(m.llmCost.WithLabelValues("gpt-4o", "acme")); got != 0.75 {
+		t.Errorf("acme's cost = %v, want 0.75", got)
+	}
 	if got := testutil.ToFloat64(m.httpRequests.WithLabelValues("POST", "/api/executor/v1/runs/start", "200")); got != 2 {
 		t.Errorf("http requests = %v, want 2", got)
 	}
@@ -85,7 +92,7 @@ func TestMetricsRecord(t *testing.T) {
 	for _, want := range []string{
 		"executor_http_requests_total", "executor_http_request_duration_seconds",
 		"executor_events_published_total", "executor_event_publish_errors_total",
-		"executor_llm_calls_total", "executor_llm_tokens_total", "executor_llm_call_duration_seconds",
+		"executor_llm_calls_total", "executor_llm_tokens_total", "executor_llm_cost_usd_total", "executor_llm_call_duration_seconds",
 		"executor_llm_time_to_first_token_seconds", "executor_runs_finished_total",
 	} {
 		if !names[want] {
