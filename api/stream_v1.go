@@ -120,6 +120,10 @@ func (t *v1Translator) translate(e models.Event) []v1Event {
 		// Spec 001 has no approval events; a gate's event must not close
 		// its team supervisor's team either.
 		return nil
+	case e.Event.Category == models.CategoryLLM && e.Event.Action == models.ActionUsage:
+		// Nor usage events (llm.usage): they follow an agent's call and
+		// must not open or close teams or workers.
+		return nil
 	case e.Event.Category == models.CategorySystem && e.Event.Action == models.ActionTopology:
 		// Teams may be at work together in parallel mode, and in routed
 		// mode when the run's max_parallel_teams is above 1 (the workflow
@@ -255,11 +259,6 @@ func (t *v1Translator) agentData(e models.Event, team, agentID, name, action str
 }
 
 func (t *v1Translator) workerLLM(e models.Event, team string) []v1Event {
-	if e.Event.Action == models.ActionUsage {
-		// Contract 002 has no usage event; it must not open or close a
-		// worker either.
-		return nil
-	}
 	var out []v1Event
 	w := t.open[team]
 	if w == nil || w.agentID != e.Source.AgentID {

@@ -209,3 +209,23 @@ func TestV1TranslatorRoutedTeamsTogether(t *testing.T) {
 		t.Fatalf("agent_completed events %v (types %q), want one for w-a with its whole answer", completed, types)
 	}
 }
+
+// TestV1TranslatorSkipsUsage: llm.usage events (any agent's) have no spec
+// 001 counterpart and neither open nor close workers or teams.
+func TestV1TranslatorSkipsUsage(t *testing.T) {
+	usage := map[string]any{"total_tokens": 10, "cost_usd": 0.001}
+	log := v1Log(
+		v1LogEntry{tGS, "llm.usage", usage},
+		v1LogEntry{tTSA, "dispatch.worker", map[string]any{"worker_name": "wa", "worker_agent_id": "w-a"}},
+		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "one"}},
+		v1LogEntry{tWA, "llm.usage", usage},
+		v1LogEntry{tSub, "llm.usage", usage},
+		v1LogEntry{tWB, "llm.usage", usage},
+		v1LogEntry{tTSA, "llm.usage", usage},
+	)
+	types, _ := translateAll(newV1Translator("r1", "h1", nil), log)
+	want := []string{V1SupervisorRouting, V1AgentStarted, V1AgentProgress}
+	if !slices.Equal(types, want) {
+		t.Errorf("types %q, want %q", types, want)
+	}
+}
