@@ -83,7 +83,12 @@ func (a *Activities) FormatResults(ctx context.Context, in models.FormatInput) (
 		if err != nil {
 			return nil, a.llmFailure(ctx, source, req.Model, err, in.Options.RetryMax)
 		}
-		res.Usage = res.Usage.Add(a.usage(resp, req.Model))
+		u := a.usage(resp, req.Model)
+		res.Usage = res.Usage.Add(u)
+		if !u.CostUnknown {
+			// In the cost metric like any call (not in llm_call, see above).
+			a.Metrics.AddLLMCost(firstNonEmptyModel(resp.Model, req.Model), in.Options.Tenant, u.CostUSD)
+		}
 		if resp.Model != "" {
 			res.Model = resp.Model // the model that answered
 		}
@@ -635,4 +640,13 @@ func fillOffline(b *bytes.Buffer, n *tmplNode) {
 	default: // numbers and booleans, as written
 		b.WriteString(n.str)
 	}
+}
+
+func firstNonEmptyModel(models ...string) string {
+	for _, m := range models {
+		if m != "" {
+			return m
+		}
+	}
+	return ""
 }
