@@ -82,6 +82,10 @@ type Config struct {
 	LLMMaxAttempts      int
 	LLMRetryInitial     time.Duration
 	LLMRetryMax         time.Duration
+	// LLMBreakerFailures and LLMBreakerCooldown configure the circuit
+	// breaker per provider (llm.Breaker).
+	LLMBreakerFailures int
+	LLMBreakerCooldown time.Duration
 	ContextCharLimit    int
 	ContextTotalChars   int
 	ContinueAsNewAfter  int
@@ -274,6 +278,8 @@ var vars = []Var{
 	{"LLM_MAX_ATTEMPTS", "5", "Attempts per LLM call, first one included (429, 5xx, timeouts and network errors retry; 400/401/403/404 never do).", intVar(func(c *Config, n int) { c.LLMMaxAttempts = n })},
 	{"LLM_RETRY_INITIAL", "1s", "First retry delay; doubles per attempt. A provider's Retry-After overrides it.", durationVar(func(c *Config, d time.Duration) { c.LLMRetryInitial = d })},
 	{"LLM_RETRY_MAX", "30s", "Longest retry delay.", durationVar(func(c *Config, d time.Duration) { c.LLMRetryMax = d })},
+	{"LLM_BREAKER_FAILURES", "5", "Consecutive retryable failures (429, 5xx, timeouts, network errors) of one provider that open its circuit in a worker process: calls to it then fail fast (or move to the agent's `fallback_models`) until a probe succeeds. Below 1: 5.", intVar(func(c *Config, n int) { c.LLMBreakerFailures = n })},
+	{"LLM_BREAKER_COOLDOWN", "30s", "How long an open circuit fails calls fast before one probe call is let through (half-open).", durationVar(func(c *Config, d time.Duration) { c.LLMBreakerCooldown = d })},
 	{"CONTINUE_AS_NEW_AFTER", "10000", "History length past which a run's workflow continues as new, between team turns or inside them (Temporal's limits: 51,200 events, 10,000 signals per execution).", intVar(func(c *Config, n int) { c.ContinueAsNewAfter = n })},
 	{"MAX_DELEGATIONS_PER_TURN", "8", "Most sub-agents one agent turn may start through `delegate` (over all its tool rounds); further delegate calls are refused with a tool result saying so and a `system.warning`. At least 1.", intVar(func(c *Config, n int) { c.MaxDelegationsPerTurn = n })},
 	{"MAX_DELEGATIONS_PER_RUN", "64", "Most sub-agents a whole run may start through `delegate`, nested sub-agents and continue-as-new included; further delegate calls are refused the same way. At least 1.", intVar(func(c *Config, n int) { c.MaxDelegationsPerRun = n })},
