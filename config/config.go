@@ -86,9 +86,9 @@ type Config struct {
 	// breaker per provider (llm.Breaker).
 	LLMBreakerFailures int
 	LLMBreakerCooldown time.Duration
-	ContextCharLimit    int
-	ContextTotalChars   int
-	ContinueAsNewAfter  int
+	ContextCharLimit   int
+	ContextTotalChars  int
+	ContinueAsNewAfter int
 	// MaxDelegationsPerTurn and MaxDelegationsPerRun cap the sub-agents
 	// started through `delegate`: per agent turn, and per run (nested
 	// sub-agents and continue-as-new included). Both are at least 1.
