@@ -20,6 +20,7 @@ const (
 	ActionToolCall   = "tool_call"
 	ActionToolResult = "tool_result"
 	ActionRetry      = "retry"
+	ActionFallback   = "fallback" // llm.fallback: the call moves to the agent's next model
 	ActionTeam       = "team"
 	ActionWorker     = "worker"
 	ActionTopology   = "topology"
