@@ -202,7 +202,9 @@ const (
 // keeps failing, on the agent's fallback models in order: a call moves on
 // when it failed with a retryable error and either the provider's circuit
 // is open (the breaker fails it fast, or this failure opened it) or this
-// was the activity's last attempt. Each move is an llm.fallback event
+// was the activity's last attempt. Fallback models are routed by the model
+// table, the agent's provider, base URL and region applying to its own
+// model only. Each move is an llm.fallback event
 // (from, to, why); the response names the model that answered. Every
 // attempt starts again with req.Model, so a provider that recovers is used
 // again as soon as its circuit closes.
@@ -219,7 +221,9 @@ func (a *Activities) completeWithFallback(ctx context.Context, pub *publisher, s
 		data := map[string]any{"from": req.Model, "to": fallbacks[i], "why": why, "error": raw.Error()}
 		a.runLogger(ctx, pub.runID, source).Warn("LLM call falls back to another model", "from", req.Model, "to", fallbacks[i], "why", why)
 		pub.emit(pub.event(source, models.CategoryLLM, models.ActionFallback, data))
-		req.Model = fallbacks[i]
+		// A fallback model is routed by the model table (LLM_MODELS), not
+		// by the agent's provider, whose circuit may be the open one.
+		req.Model, req.Provider, req.BaseURL, req.Region = fallbacks[i], "", "", ""
 	}
 }
 
