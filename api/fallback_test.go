@@ -56,3 +56,29 @@ func TestFallbackModelsRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+// TestSubAgentFallbackModels: a sub-agent's llm_config takes
+// fallback_models too, stored with its settings.
+func TestSubAgentFallbackModels(t *testing.T) {
+	st := storetest.SQLite(t)
+	a := newTestAPI(t, st, withFakeTools)
+	body := subAgentBody("fallbacks")
+	body["llm_config"] = map[string]any{"model": "m-1", "fallback_models": []any{"m-2"}}
+	var created struct {
+		ID        string `json:"id"`
+		LLMConfig struct {
+			FallbackModels []string `json:"fallback_models"`
+		} `json:"llm_config"`
+	}
+	a.mustPost(pathSACreate, body, &created)
+	if !slices.Equal(created.LLMConfig.FallbackModels, []string{"m-2"}) {
+		t.Errorf("answered %+v", created)
+	}
+	stored, err := st.GetSubAgent(t.Context(), created.ID)
+	if err != nil || !slices.Equal(stored.Agent().FallbackModels, []string{"m-2"}) {
+		t.Errorf("stored = %+v, %v", stored, err)
+	}
+	body["name"] = "bad-fallbacks"
+	body["llm_config"] = map[string]any{"fallback_models": []any{"x", "x"}}
+	a.expectError(pathSACreate, body, http.StatusBadRequest, 40001)
+}
