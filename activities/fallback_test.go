@@ -119,3 +119,28 @@ func equalStrings(a, b []string) bool {
 	}
 	return true
 }
+
+func TestFallbackWhy(t *testing.T) {
+	closed := func(string) bool { return false }
+	openPA := func(p string) bool { return p == "pa" }
+	boom := &llm.Error{Provider: "pa", StatusCode: 500, Retryable: true, Message: "boom"}
+	fast := &llm.Error{Provider: "pa", Retryable: true, Message: "circuit open", Cause: llm.ErrCircuitOpen}
+	rejected := &llm.Error{Provider: "pa", StatusCode: 400, Message: "bad"}
+	for _, tc := range []struct {
+		err         error
+		circuitOpen func(string) bool
+		last        bool
+		want        string
+	}{
+		{fast, closed, false, FallbackCircuitOpen},
+		{boom, openPA, false, FallbackCircuitOpen},
+		{boom, closed, true, FallbackRetriesExhausted},
+		{boom, closed, false, ""},
+		{rejected, openPA, true, ""},
+		{context.Canceled, openPA, true, ""},
+	} {
+		if got := fallbackWhy(tc.err, tc.circuitOpen, tc.last); got != tc.want {
+			t.Errorf("fallbackWhy(%v, last %v) = %q, want %q", tc.err, tc.last, got, tc.want)
+		}
+	}
+}

@@ -231,21 +231,30 @@ func (a *Activities) completeWithFallback(ctx context.Context, pub *publisher, s
 // it does not: only retryable failures do, when the provider's circuit is
 // open or the activity has no attempt left.
 func (a *Activities) fallbackReason(ctx context.Context, err error) string {
-	var le *llm.Error
-	if !errors.As(err, &le) || !le.Retryable {
-		return ""
+	circuitOpen := func(string) bool { return false }
+	if b, ok := a.LLM.(interface{ Breaker() *llm.Breaker }); ok {
+		circuitOpen = b.Breaker().IsOpen
 	}
-	if errors.Is(err, llm.ErrCircuitOpen) {
-		return FallbackCircuitOpen
-	}
-	if b, ok := a.LLM.(interface{ Breaker() *llm.Breaker }); ok && b.Breaker().IsOpen(le.Provider) {
-		return FallbackCircuitOpen
-	}
+	last := false
 	if activity.IsActivity(ctx) {
 		info := activity.GetInfo(ctx)
-		if p := info.RetryPolicy; p != nil && p.MaximumAttempts > 0 && info.Attempt >= p.MaximumAttempts {
-			return FallbackRetriesExhausted
-		}
+		p := info.RetryPolicy
+		last = p != nil && p.MaximumAttempts > 0 && info.Attempt >= p.MaximumAttempts
+	}
+	return fallbackWhy(err, circuitOpen, last)
+}
+
+// fallbackWhy is fallbackReason's decision: circuitOpen tells whether a
+// provider's circuit is open, last whether this was the last attempt.
+func fallbackWhy(err error, circuitOpen func(provider string) bool, last bool) string {
+	var le *llm.Error
+	switch {
+	case !errors.As(err, &le) || !le.Retryable:
+		return ""
+	case errors.Is(err, llm.ErrCircuitOpen) || circuitOpen(le.Provider):
+		return FallbackCircuitOpen
+	case last:
+		return FallbackRetriesExhausted
 	}
 	return ""
 }
