@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/op-stack/executor/llm"
@@ -53,7 +54,7 @@ func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models
 	}
 	var usage models.Usage
 	for try := 0; ; try++ {
-		resp, err := a.complete(ctx, pub, in.Source, "decision", req, nil)
+		resp, err := a.completeWithFallback(ctx, pub, in.Source, "decision", req, in.Supervisor.FallbackModels, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -121,7 +122,7 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 	if in.MessageID != "" {
 		extra = map[string]any{"message_id": in.MessageID}
 	}
-	resp, err := a.complete(ctx, pub, in.Source, in.Purpose, req, extra)
+	resp, err := a.completeWithFallback(ctx, pub, in.Source, in.Purpose, req, in.Agent.FallbackModels, extra)
 	if err != nil {
 		return nil, err
 	}
@@ -191,11 +192,85 @@ func transcriptMessages(t []models.ChatMessage) []llm.Message {
 	return out
 }
 
+// Reasons of an llm.fallback event.
+const (
+	FallbackCircuitOpen      = "circuit_open"
+	FallbackRetriesExhausted = "retries_exhausted"
+)
+
+// completeWithFallback runs the call on req.Model and, when its provider
+// keeps failing, on the agent's fallback models in order: a call moves on
+// when it failed with a retryable error and either the provider's circuit
+// is open (the breaker fails it fast, or this failure opened it) or this
+// was the activity's last attempt. Fallback models are routed by the model
+// table, the agent's provider, base URL and region applying to its own
+// model only. Each move is an llm.fallback event
+// (from, to, why); the response names the model that answered. Every
+// attempt starts again with req.Model, so a provider that recovers is used
+// again as soon as its circuit closes.
+func (a *Activities) completeWithFallback(ctx context.Context, pub *publisher, source models.Source, purpose string, req llm.Request, fallbacks []string, extra map[string]any) (*llm.Response, error) {
+	for i := 0; ; i++ {
+		resp, raw, err := a.call(ctx, pub, source, purpose, req, extra)
+		if err == nil || i >= len(fallbacks) || ctx.Err() != nil {
+			return resp, err
+		}
+		why := a.fallbackReason(ctx, raw)
+		if why == "" {
+			return nil, err
+		}
+		data := map[string]any{"from": req.Model, "to": fallbacks[i], "why": why, "error": raw.Error()}
+		a.runLogger(ctx, pub.runID, source).Warn("LLM call falls back to another model", "from", req.Model, "to", fallbacks[i], "why", why)
+		pub.emit(pub.event(source, models.CategoryLLM, models.ActionFallback, data))
+		// A fallback model is routed by the model table (LLM_MODELS), not
+		// by the agent's provider, whose circuit may be the open one.
+		req.Model, req.Provider, req.BaseURL, req.Region = fallbacks[i], "", "", ""
+	}
+}
+
+// fallbackReason says why a failed call moves to the next model, "" when
+// it does not: only retryable failures do, when the provider's circuit is
+// open or the activity has no attempt left.
+func (a *Activities) fallbackReason(ctx context.Context, err error) string {
+	circuitOpen := func(string) bool { return false }
+	if b, ok := a.LLM.(interface{ Breaker() *llm.Breaker }); ok {
+		circuitOpen = b.Breaker().IsOpen
+	}
+	last := false
+	if activity.IsActivity(ctx) {
+		info := activity.GetInfo(ctx)
+		p := info.RetryPolicy
+		last = p != nil && p.MaximumAttempts > 0 && info.Attempt >= p.MaximumAttempts
+	}
+	return fallbackWhy(err, circuitOpen, last)
+}
+
+// fallbackWhy is fallbackReason's decision: circuitOpen tells whether a
+// provider's circuit is open, last whether this was the last attempt.
+func fallbackWhy(err error, circuitOpen func(provider string) bool, last bool) string {
+	var le *llm.Error
+	switch {
+	case !errors.As(err, &le) || !le.Retryable:
+		return ""
+	case errors.Is(err, llm.ErrCircuitOpen) || circuitOpen(le.Provider):
+		return FallbackCircuitOpen
+	case last:
+		return FallbackRetriesExhausted
+	}
+	return ""
+}
+
 // complete runs one LLM call: it heartbeats while the call runs (so a dead
 // worker is noticed within the heartbeat timeout and a cancellation reaches
 // the call), records its usage, and turns a failure into a retryable or
 // non-retryable application error that names the agent and the model.
 func (a *Activities) complete(ctx context.Context, pub *publisher, source models.Source, purpose string, req llm.Request, extra map[string]any) (*llm.Response, error) {
+	resp, _, err := a.call(ctx, pub, source, purpose, req, extra)
+	return resp, err
+}
+
+// call is complete, also returning the LLM client's own error (for
+// completeWithFallback) next to the activity's error.
+func (a *Activities) call(ctx context.Context, pub *publisher, source models.Source, purpose string, req llm.Request, extra map[string]any) (*llm.Response, error, error) {
 	// From here on ctx is the call's: a failed heartbeat RPC does not
 	// cancel it (see heartbeat).
 	ctx, stop := a.heartbeat(ctx)
@@ -277,9 +352,9 @@ func (a *Activities) complete(ctx context.Context, pub *publisher, source models
 		cancel()
 	}
 	if err != nil {
-		return nil, a.llmFailure(ctx, source, req.Model, err, pub.retryMax)
+		return nil, err, a.llmFailure(ctx, source, req.Model, err, pub.retryMax)
 	}
-	return resp, nil
+	return resp, nil, nil
 }
 
 // observeLLMCall counts one LLM call attempt in the metrics and logs it:

@@ -52,6 +52,10 @@ type Readiness struct {
 	Temporal HealthChecker
 	// Timeout bounds each check; DefaultReadinessTimeout when zero.
 	Timeout time.Duration
+	// Info, when set, adds details under "info" that never make the
+	// process unready (the LLM providers' circuits: provider -> closed,
+	// half-open or open). It must name no hosts.
+	Info func() map[string]any
 }
 
 // Check runs the checks at once and returns whether all passed, with "ok"
@@ -94,10 +98,17 @@ func (r Readiness) Check(ctx context.Context) (ready bool, checks map[string]str
 // answer is /readyz's status and body.
 func (r Readiness) answer(ctx context.Context) (int, map[string]any) {
 	ready, checks := r.Check(ctx)
-	if !ready {
-		return http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "checks": checks}
+	body := map[string]any{"status": "ok", "checks": checks}
+	if r.Info != nil {
+		if info := r.Info(); len(info) > 0 {
+			body["info"] = info
+		}
 	}
-	return http.StatusOK, map[string]any{"status": "ok", "checks": checks}
+	if !ready {
+		body["status"] = "unavailable"
+		return http.StatusServiceUnavailable, body
+	}
+	return http.StatusOK, body
 }
 
 // ServeHTTP answers /readyz: 200 {"status":"ok","checks":{…}} when every

@@ -126,3 +126,31 @@ func TestOpsHandler(t *testing.T) {
 		t.Errorf("metrics = %d", resp.StatusCode)
 	}
 }
+
+// TestReadyzInfoNeverMakesUnready: the LLM circuits are information only.
+func TestReadyzInfoNeverMakesUnready(t *testing.T) {
+	st := storetest.SQLite(t)
+	a := newTestAPI(t, st, func(o *api.Options) {
+		o.Health = fakeTemporal{}
+		o.ReadinessInfo = func() map[string]any {
+			return map[string]any{"llm_circuits": map[string]string{"openai": "open"}}
+		}
+	})
+	resp, err := http.Get(a.url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status string `json:"status"`
+		Info   struct {
+			Circuits map[string]string `json:"llm_circuits"`
+		} `json:"info"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || body.Status != "ok" || body.Info.Circuits["openai"] != "open" {
+		t.Fatalf("readyz = %d %+v", resp.StatusCode, body)
+	}
+}

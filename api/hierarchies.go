@@ -35,6 +35,8 @@ type agentInput struct {
 	Timeout    int             `json:"timeout"`
 	UserPrompt string          `json:"user_prompt"`
 	LLMConfig  *llmConfigInput `json:"llm_config"`
+	// FallbackModels (issue 15) may also be given in llm_config.
+	FallbackModels []string `json:"fallback_models"`
 	approvalConfig
 }
 
@@ -47,6 +49,8 @@ type llmConfigInput struct {
 	Temperature *float64 `json:"temperature"`
 	MaxTokens   *int     `json:"max_tokens"`
 	Timeout     int      `json:"timeout"`
+	// FallbackModels, when given, replaces the agent's fallback_models.
+	FallbackModels []string `json:"fallback_models"`
 }
 
 // globalConfigInput is spec 001's global_config, on both APIs.
@@ -140,19 +144,20 @@ func (in *agentInput) toModel(field string, worker bool) (models.Agent, error) {
 		return models.Agent{}, nil
 	}
 	a := models.Agent{
-		Name:          strings.TrimSpace(in.Name),
-		Role:          strings.TrimSpace(in.Role),
-		SystemPrompt:  firstNonEmpty(in.SystemPrompt, in.Prompt),
-		Model:         strings.TrimSpace(firstNonEmpty(in.Model, in.ModelID)),
-		Temperature:   in.Temperature,
-		MaxTokens:     in.MaxTokens,
-		Tools:         in.Tools,
-		MaxIterations: valueOrZero(in.MaxIterations),
-		Provider:      strings.TrimSpace(in.Provider),
-		BaseURL:       strings.TrimSpace(in.BaseURL),
-		Region:        strings.TrimSpace(in.Region),
-		Timeout:       in.Timeout,
-		UserPrompt:    in.UserPrompt,
+		Name:           strings.TrimSpace(in.Name),
+		Role:           strings.TrimSpace(in.Role),
+		SystemPrompt:   firstNonEmpty(in.SystemPrompt, in.Prompt),
+		Model:          strings.TrimSpace(firstNonEmpty(in.Model, in.ModelID)),
+		Temperature:    in.Temperature,
+		MaxTokens:      in.MaxTokens,
+		Tools:          in.Tools,
+		MaxIterations:  valueOrZero(in.MaxIterations),
+		Provider:       strings.TrimSpace(in.Provider),
+		BaseURL:        strings.TrimSpace(in.BaseURL),
+		Region:         strings.TrimSpace(in.Region),
+		Timeout:        in.Timeout,
+		UserPrompt:     in.UserPrompt,
+		FallbackModels: models.CleanModels(in.FallbackModels),
 	}
 	if n := in.MaxIterations; n != nil && (*n < 1 || *n > models.MaxAgentIterations) {
 		return a, models.FieldError(field+".max_iterations", "must be between 1 and %d (omit it for the default), got %d", models.MaxAgentIterations, *n)
@@ -170,6 +175,9 @@ func (in *agentInput) toModel(field string, worker bool) (models.Agent, error) {
 		}
 		if c.Timeout != 0 {
 			a.Timeout = c.Timeout
+		}
+		if c.FallbackModels != nil {
+			a.FallbackModels = models.CleanModels(c.FallbackModels)
 		}
 	}
 	// Supervisors have no tools or sub-agents (they route); their

@@ -385,6 +385,16 @@ func (r *Runs) checkModels(h *models.Hierarchy) ([]string, error) {
 		if r.Models.RoutesOffline(req) {
 			offline = append(offline, a.AgentID)
 		}
+		for i, m := range a.FallbackModels {
+			// Routed by the model table, as completeWithFallback sends them.
+			if err := r.Models.CheckRequest(llm.Request{Model: m}); err != nil {
+				var e *models.Error
+				if errors.As(err, &e) {
+					return &models.Error{Code: e.Code, Field: fmt.Sprintf("%s.fallback_models[%d]", field, i), Message: fmt.Sprintf("%s (agent_id %s, fallback model %s): %s", field, a.AgentID, m, e.Message)}
+				}
+				return err
+			}
+		}
 		return nil
 	}
 	if err := check("global_supervisor_agent", h.GlobalSupervisor); err != nil {

@@ -49,6 +49,9 @@ type Options struct {
 	// Health checks Temporal for GET /readyz (TemporalHealth wraps a
 	// client); nil checks the database only. Tests set a fake here.
 	Health HealthChecker
+	// ReadinessInfo adds information to GET /readyz that never makes the
+	// process unready (the LLM circuits); nil adds none.
+	ReadinessInfo func() map[string]any
 	// TracerProvider traces every request (otelgin) when not nil.
 	TracerProvider trace.TracerProvider
 	// Access is access control: who may call which route, and the
@@ -95,7 +98,7 @@ func NewServer(opts Options) *Server {
 		s.maxBodyBytes = 1 << 20
 	}
 	s.streams = newHub(opts, s.log)
-	s.readiness = Readiness{Temporal: opts.Health}
+	s.readiness = Readiness{Temporal: opts.Health, Info: opts.ReadinessInfo}
 	if opts.Store != nil {
 		s.readiness.Database = HealthCheckFunc(opts.Store.Ping)
 	}

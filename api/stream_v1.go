@@ -278,7 +278,7 @@ func (t *v1Translator) workerLLM(e models.Event, team string) []v1Event {
 		c := str(e.Data, "content")
 		w.answer.WriteString(c)
 		d["content"] = c
-	case models.ActionRetry:
+	case models.ActionRetry, models.ActionFallback:
 		w.answer.Reset()
 		return out
 	case models.ActionToolCall:

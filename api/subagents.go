@@ -60,6 +60,8 @@ type subAgentInput struct {
 	Region    string          `json:"region"`
 	Timeout   int             `json:"timeout"`
 	LLMConfig *llmConfigInput `json:"llm_config"`
+	// FallbackModels (issue 15), also accepted in llm_config.
+	FallbackModels []string `json:"fallback_models"`
 }
 
 // subAgentView is a sub-agent as the API answers it: its fields, and its
@@ -70,19 +72,21 @@ type subAgentView struct {
 }
 
 type subAgentLLMConfig struct {
-	Provider    string   `json:"provider,omitempty"`
-	Model       string   `json:"model,omitempty"`
-	BaseURL     string   `json:"base_url,omitempty"`
-	Region      string   `json:"region,omitempty"`
-	Temperature *float64 `json:"temperature,omitempty"`
-	MaxTokens   *int     `json:"max_tokens,omitempty"`
-	Timeout     int      `json:"timeout,omitempty"`
+	Provider       string   `json:"provider,omitempty"`
+	Model          string   `json:"model,omitempty"`
+	BaseURL        string   `json:"base_url,omitempty"`
+	Region         string   `json:"region,omitempty"`
+	Temperature    *float64 `json:"temperature,omitempty"`
+	MaxTokens      *int     `json:"max_tokens,omitempty"`
+	Timeout        int      `json:"timeout,omitempty"`
+	FallbackModels []string `json:"fallback_models,omitempty"`
 }
 
 func viewSubAgent(sa *models.SubAgent) subAgentView {
 	return subAgentView{SubAgent: sa, LLMConfig: subAgentLLMConfig{
 		Provider: sa.Provider, Model: sa.Model, BaseURL: sa.BaseURL, Region: sa.Region,
 		Temperature: sa.Temperature, MaxTokens: sa.MaxTokens, Timeout: sa.Timeout,
+		FallbackModels: sa.FallbackModels,
 	}}
 }
 
@@ -98,19 +102,20 @@ const (
 // id is left empty when absent; create generates it.
 func (in *subAgentInput) toModel() (*models.SubAgent, error) {
 	sa := &models.SubAgent{
-		Name:          strings.TrimSpace(in.Name),
-		Description:   in.Description,
-		SystemPrompt:  in.SystemPrompt,
-		Model:         strings.TrimSpace(in.Model),
-		Temperature:   in.Temperature,
-		MaxTokens:     in.MaxTokens,
-		Provider:      strings.TrimSpace(in.Provider),
-		BaseURL:       strings.TrimSpace(in.BaseURL),
-		Region:        strings.TrimSpace(in.Region),
-		Timeout:       in.Timeout,
-		MaxDepth:      models.DefaultSubAgentMaxDepth,
-		MaxIterations: models.DefaultAgentIterations,
-		Enabled:       true,
+		Name:           strings.TrimSpace(in.Name),
+		Description:    in.Description,
+		SystemPrompt:   in.SystemPrompt,
+		Model:          strings.TrimSpace(in.Model),
+		Temperature:    in.Temperature,
+		MaxTokens:      in.MaxTokens,
+		Provider:       strings.TrimSpace(in.Provider),
+		BaseURL:        strings.TrimSpace(in.BaseURL),
+		Region:         strings.TrimSpace(in.Region),
+		Timeout:        in.Timeout,
+		FallbackModels: models.CleanModels(in.FallbackModels),
+		MaxDepth:       models.DefaultSubAgentMaxDepth,
+		MaxIterations:  models.DefaultAgentIterations,
+		Enabled:        true,
 	}
 	if c := in.LLMConfig; c != nil {
 		sa.Provider = firstNonEmpty(strings.TrimSpace(c.Provider), sa.Provider)
@@ -126,6 +131,12 @@ func (in *subAgentInput) toModel() (*models.SubAgent, error) {
 		if c.Timeout != 0 {
 			sa.Timeout = c.Timeout
 		}
+		if c.FallbackModels != nil {
+			sa.FallbackModels = models.CleanModels(c.FallbackModels)
+		}
+	}
+	if err := models.ValidateFallbackModels("llm_config.fallback_models", sa.FallbackModels); err != nil {
+		return nil, err
 	}
 	if sa.Provider != "" && !slices.Contains(models.KnownProviders, sa.Provider) {
 		return nil, &models.Error{Code: models.CodeProviderNotSupported, Field: "llm_config.provider",

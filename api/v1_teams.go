@@ -21,6 +21,9 @@ type v1LLMConfig struct {
 	Temperature *float64 `json:"temperature,omitempty"`
 	MaxTokens   *int     `json:"max_tokens,omitempty"`
 	Timeout     *int     `json:"timeout,omitempty"`
+	// FallbackModels are tried in order when the model's provider keeps
+	// failing (issue 15).
+	FallbackModels []string `json:"fallback_models,omitempty"`
 }
 
 // v1SupervisorConfig is spec 001's SupervisorConfig. agent_id and
@@ -167,6 +170,7 @@ func (c *v1LLMConfig) apply(a *models.Agent) {
 	if c.Timeout != nil {
 		a.Timeout = *c.Timeout
 	}
+	a.FallbackModels = models.CleanModels(c.FallbackModels)
 }
 
 func agentID(field string, id *string) (string, error) {
@@ -494,7 +498,7 @@ func v1SupervisorOf(a models.Agent, hierarchyIterations int) v1SupervisorConfig 
 }
 
 func v1LLMConfigOf(a models.Agent) *v1LLMConfig {
-	c := &v1LLMConfig{Provider: a.Provider, Model: a.Model, BaseURL: a.BaseURL, Region: a.Region, Temperature: a.Temperature, MaxTokens: a.MaxTokens}
+	c := &v1LLMConfig{Provider: a.Provider, Model: a.Model, BaseURL: a.BaseURL, Region: a.Region, Temperature: a.Temperature, MaxTokens: a.MaxTokens, FallbackModels: a.FallbackModels}
 	if a.Timeout > 0 {
 		c.Timeout = refOf(a.Timeout)
 	}

@@ -89,6 +89,9 @@ func NewLLM(cfg config.Config) (*llm.Router, error) {
 		HTTPClient:      &http.Client{},
 		Bedrock:         bedrock,
 		AllowedBaseURLs: cfg.LLMAllowedBaseURLs,
+		// One breaker per process: every call of this worker to a provider
+		// counts towards its circuit.
+		Breaker: llm.NewBreaker(cfg.LLMBreakerFailures, cfg.LLMBreakerCooldown, nil),
 		// The config package's variable name, where the default hint is
 		// vaguer.
 		Hints: map[string]string{llm.ProviderCompatible: "set COMPATIBLE_BASE_URL"},
@@ -205,6 +208,9 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 	if o.notifications != nil {
 		acts.Notifier = o.notifications.Notifier
 	}
+	if r, ok := router.(*llm.Router); ok {
+		ObserveCircuits(o.metrics, r.Breaker())
+	}
 	return worker.New(tc, acts, worker.Options{TaskQueue: cfg.TaskQueue, StopTimeout: DrainTimeout(cfg.ShutdownTimeout)})
 }
 
@@ -219,6 +225,10 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 		runs.Models = router
 	}
 	runs.Metrics = o.metrics
+	var circuits func() map[string]any
+	if router != nil {
+		circuits = CircuitInfo(router.Breaker())
+	}
 	var health api.HealthChecker
 	if tc != nil {
 		health = api.TemporalHealth(tc)
@@ -243,9 +253,46 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 		Metrics:        o.metrics,
 		MetricsHandler: o.metricsHandler,
 		Health:         health,
+		ReadinessInfo:  circuits,
 		TracerProvider: o.tracer,
 		Access:         access,
 	})
+}
+
+// ObserveCircuits exports the breaker's circuits in m (a gauge and a
+// counter of openings per provider); a nil m or breaker exports nothing.
+func ObserveCircuits(m *telemetry.Metrics, b *llm.Breaker) {
+	if m == nil || b == nil {
+		return
+	}
+	m.ObserveCircuits(func() []telemetry.CircuitState {
+		states := b.States()
+		out := make([]telemetry.CircuitState, len(states))
+		for i, s := range states {
+			out[i] = telemetry.CircuitState{Provider: s.Provider, State: s.State, Openings: s.Openings}
+		}
+		return out
+	})
+}
+
+// CircuitInfo is /readyz's information about the breaker's circuits:
+// {"llm_circuits": {"openai": "open", …}} once a provider has been called,
+// nothing before; provider names only, never hosts. nil for a nil breaker.
+func CircuitInfo(b *llm.Breaker) func() map[string]any {
+	if b == nil {
+		return nil
+	}
+	return func() map[string]any {
+		states := b.States()
+		if len(states) == 0 {
+			return nil
+		}
+		circuits := map[string]string{}
+		for _, s := range states {
+			circuits[s.Provider] = s.StateName()
+		}
+		return map[string]any{"llm_circuits": circuits}
+	}
 }
 
 // heartbeatInterval heartbeats several times per heartbeat timeout, so one

@@ -85,7 +85,11 @@ type Config struct {
 	LLMRetryMax         time.Duration
 	// LLMPrices is the price table: the built-in list prices with
 	// LLM_PRICES_FILE's over them.
-	LLMPrices          pricing.Table
+	LLMPrices pricing.Table
+	// LLMBreakerFailures and LLMBreakerCooldown configure the circuit
+	// breaker per provider (llm.Breaker).
+	LLMBreakerFailures int
+	LLMBreakerCooldown time.Duration
 	ContextCharLimit   int
 	ContextTotalChars  int
 	ContinueAsNewAfter int
@@ -283,6 +287,8 @@ var vars = []Var{
 		c.LLMPrices = t
 		return err
 	}},
+	{"LLM_BREAKER_FAILURES", "5", "Consecutive retryable failures (429, 5xx, timeouts, network errors) of one provider that open its circuit in a worker process: calls to it then fail fast (or move to the agent's `fallback_models`) until a probe succeeds. Below 1: 5.", intVar(func(c *Config, n int) { c.LLMBreakerFailures = n })},
+	{"LLM_BREAKER_COOLDOWN", "30s", "How long an open circuit fails calls fast before one probe call is let through (half-open).", durationVar(func(c *Config, d time.Duration) { c.LLMBreakerCooldown = d })},
 	{"CONTINUE_AS_NEW_AFTER", "10000", "History length past which a run's workflow continues as new, between team turns or inside them (Temporal's limits: 51,200 events, 10,000 signals per execution).", intVar(func(c *Config, n int) { c.ContinueAsNewAfter = n })},
 	{"MAX_DELEGATIONS_PER_TURN", "8", "Most sub-agents one agent turn may start through `delegate` (over all its tool rounds); further delegate calls are refused with a tool result saying so and a `system.warning`. At least 1.", intVar(func(c *Config, n int) { c.MaxDelegationsPerTurn = n })},
 	{"MAX_DELEGATIONS_PER_RUN", "64", "Most sub-agents a whole run may start through `delegate`, nested sub-agents and continue-as-new included; further delegate calls are refused the same way. At least 1.", intVar(func(c *Config, n int) { c.MaxDelegationsPerRun = n })},

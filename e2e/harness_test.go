@@ -114,24 +114,27 @@ func runWithDevServer(m *testing.M) (int, error) {
 // testEnv is one test's service: its own task queue, database and fake
 // LLM server, the API over HTTP, and (unless asked not to) a worker.
 type testEnv struct {
-	t        testing.TB
-	cfg      config.Config
-	store    *store.Store
-	notes    *app.Notifications
-	dbURL    string // PostgreSQL URL of store, "" on SQLite
-	dataDir  string // SQLite directory of store
-	fake     *llmfake.Server
-	temporal client.Client
-	api      *api.Server
-	apiURL   string
+	t             testing.TB
+	cfg           config.Config
+	store         *store.Store
+	workerMetrics bool
+	notes         *app.Notifications
+	metrics       *telemetry.Metrics // shared by the API and, withWorkerMetrics, the worker
+	dbURL         string             // PostgreSQL URL of store, "" on SQLite
+	dataDir       string             // SQLite directory of store
+	fake          *llmfake.Server
+	temporal      client.Client
+	api           *api.Server
+	apiURL        string
 }
 
 // envOptions adjust a testEnv before it starts.
 type envOptions struct {
-	noWorker    bool
-	databaseURL string
-	tweak       []func(*config.Config)
-	metrics     *prometheus.Registry
+	noWorker      bool
+	databaseURL   string
+	tweak         []func(*config.Config)
+	metrics       *prometheus.Registry
+	workerMetrics bool // the worker records into metrics too (its circuits)
 }
 
 // withAPIMetrics makes the API record its metrics into reg and serve them
@@ -141,6 +144,10 @@ func withAPIMetrics(reg *prometheus.Registry) envOption {
 }
 
 // withDatabase runs the env on the PostgreSQL database at url.
+// withWorkerMetrics makes the in-process worker record into the API's
+// metrics (withAPIMetrics) too, as `executor serve -role all` does.
+func withWorkerMetrics(o *envOptions) { o.workerMetrics = true }
+
 func withDatabase(url string) envOption {
 	return func(o *envOptions) { o.databaseURL = url }
 }
@@ -212,6 +219,10 @@ func newEnv(t testing.TB, rules []llmfake.Rule, opts ...envOption) *testEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.notes.Close)
+	if o.metrics != nil {
+		e.metrics = telemetry.NewMetrics(o.metrics)
+	}
+	e.workerMetrics = o.workerMetrics
 	if !o.noWorker {
 		e.startWorker()
 	}
@@ -221,7 +232,7 @@ func newEnv(t testing.TB, rules []llmfake.Rule, opts ...envOption) *testEnv {
 	}
 	apiOpts := []app.Option{app.WithNotifications(e.notes)}
 	if o.metrics != nil {
-		apiOpts = append(apiOpts, app.WithMetrics(telemetry.NewMetrics(o.metrics), telemetry.Handler(o.metrics)))
+		apiOpts = append(apiOpts, app.WithMetrics(e.metrics, telemetry.Handler(o.metrics)))
 	}
 	// As `executor serve` wires them: the identity provider's tokens when
 	// OIDC_* are set.
@@ -246,7 +257,11 @@ func (e *testEnv) startWorker() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	w := app.NewWorker(e.cfg, quietLog, e.store, e.temporal, router, app.WithNotifications(e.notes))
+	opts := []app.Option{app.WithNotifications(e.notes)}
+	if e.workerMetrics {
+		opts = append(opts, app.WithMetrics(e.metrics, nil))
+	}
+	w := app.NewWorker(e.cfg, quietLog, e.store, e.temporal, router, opts...)
 	if err := w.Start(); err != nil {
 		e.t.Fatal(err)
 	}

@@ -141,6 +141,10 @@ type RouterConfig struct {
 	// besides the provider's own. Calls to them carry that provider's key,
 	// which is why a caller cannot choose any other URL.
 	AllowedBaseURLs []string
+	// Breaker, when set, fails calls fast while their provider's circuit
+	// is open (LLM_BREAKER_FAILURES, LLM_BREAKER_COOLDOWN). The offline
+	// model never goes through it.
+	Breaker *Breaker
 }
 
 // Route is where one model id goes.
@@ -196,7 +200,12 @@ type Router struct {
 
 	extraMu sync.Mutex
 	extra   map[string]Client // provider + " " + normalised base URL
+
+	breaker *Breaker
 }
+
+// Breaker is the router's circuit breaker, nil when it has none.
+func (r *Router) Breaker() *Breaker { return r.breaker }
 
 // NewRouter builds the provider clients. It fails on configuration that
 // can never work (a duplicate or nameless provider, an unusable base URL,
@@ -212,6 +221,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		providers: map[string]ProviderConfig{},
 		allowed:   map[string]string{},
 		extra:     map[string]Client{},
+		breaker:   cfg.Breaker,
 	}
 	for name, h := range DefaultMissingProviderHints {
 		r.hints[name] = h
@@ -617,8 +627,25 @@ func (r *Router) Stream(ctx context.Context, req Request, onDelta func(Delta)) (
 	upstream := req
 	upstream.Model = route.UpstreamModel
 	upstream.Provider, upstream.BaseURL, upstream.Region = route.Provider, "", t.region
+	br := r.breaker
+	if route.Offline {
+		br = nil
+	}
+	if !br.Allow(route.Provider) {
+		return nil, br.openError(route.Provider, route.Model)
+	}
 	resp, err := t.client.Stream(ctx, upstream, onDelta)
 	var le *Error
+	switch {
+	case err == nil:
+		br.Success(route.Provider)
+	case ctx.Err() != nil:
+		br.Release(route.Provider)
+	case errors.As(err, &le) && le.Retryable:
+		br.Failure(route.Provider)
+	default:
+		br.Success(route.Provider) // the provider answered, rejecting the request
+	}
 	if errors.As(err, &le) {
 		le.Model = route.Model
 		if route.UpstreamModel != route.Model {

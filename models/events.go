@@ -28,6 +28,7 @@ const (
 	ActionTopology = "topology"
 	ActionWarning  = "warning"
 	ActionError    = "error"
+	ActionFallback = "fallback" // llm.fallback: the call moves to the agent's next model
 )
 
 // Agent types in an event's source.

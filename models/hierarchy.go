@@ -59,6 +59,10 @@ type Agent struct {
 	BaseURL  string `json:"base_url,omitempty"`
 	Region   string `json:"region,omitempty"`
 	Timeout  int    `json:"timeout,omitempty"` // seconds per LLM call; 0: LLM_CALL_TIMEOUT
+	// FallbackModels are tried in order when the model's provider keeps
+	// failing: its circuit is open, or the call's last attempt failed
+	// with a retryable error (see activities' complete).
+	FallbackModels []string `json:"fallback_models,omitempty"`
 	// UserPrompt is spec 001's per-agent task instruction, added to the
 	// agent's prompt.
 	UserPrompt string `json:"user_prompt,omitempty"`
@@ -368,6 +372,9 @@ func validateAgent(field string, a *Agent, seenIDs map[string]string) error {
 	if n := utf8.RuneCountInString(a.Model); n > MaxModelLength {
 		return FieldError(field+".model", "must be at most %d characters, got %d", MaxModelLength, n)
 	}
+	if err := ValidateFallbackModels(field+".fallback_models", a.FallbackModels); err != nil {
+		return err
+	}
 	if a.Temperature != nil && (*a.Temperature < 0 || *a.Temperature > MaxTemperature) {
 		return FieldError(field+".temperature", "must be between 0 and 2, got %g", *a.Temperature)
 	}
@@ -398,4 +405,38 @@ func (h *Hierarchy) AgentIDs() []string {
 		}
 	}
 	return ids
+}
+
+// MaxFallbackModels bounds an agent's fallback_models.
+const MaxFallbackModels = 5
+
+// ValidateFallbackModels checks an agent's fallback_models: at most
+// MaxFallbackModels non-empty model ids, none twice.
+func ValidateFallbackModels(field string, ids []string) error {
+	if len(ids) > MaxFallbackModels {
+		return FieldError(field, "may list at most %d models, got %d", MaxFallbackModels, len(ids))
+	}
+	for i, m := range ids {
+		switch {
+		case m == "" || strings.ContainsAny(m, " \t\n"):
+			return FieldError(fmt.Sprintf("%s[%d]", field, i), "must be a model id without spaces, got %q", m)
+		case utf8.RuneCountInString(m) > MaxModelLength:
+			return FieldError(fmt.Sprintf("%s[%d]", field, i), "must be at most %d characters", MaxModelLength)
+		case slices.Contains(ids[:i], m):
+			return FieldError(fmt.Sprintf("%s[%d]", field, i), "lists %q twice", m)
+		}
+	}
+	return nil
+}
+
+// CleanModels trims each model id; nil stays nil.
+func CleanModels(ids []string) []string {
+	if ids == nil {
+		return nil
+	}
+	out := make([]string, len(ids))
+	for i, m := range ids {
+		out[i] = strings.TrimSpace(m)
+	}
+	return out
 }

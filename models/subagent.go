@@ -27,17 +27,19 @@ type SubAgent struct {
 	// Provider, BaseURL, Region and Timeout complete the sub-agent's LLM
 	// settings as an agent's (spec 001's llm_config): empty provider is
 	// routed by the model table, Timeout 0 is the run's LLM call timeout.
-	Provider      string    `json:"provider,omitempty"`
-	BaseURL       string    `json:"base_url,omitempty"`
-	Region        string    `json:"region,omitempty"`
-	Timeout       int       `json:"timeout,omitempty"`
-	Tools         []string  `json:"tools"`          // tool keys from the registry
-	SubAgents     []string  `json:"sub_agents"`     // names of sub-agents it may delegate to
-	MaxDepth      int       `json:"max_depth"`      // deepest nesting below the run's agents it may be called at
-	MaxIterations int       `json:"max_iterations"` // model turns per task (tool rounds)
-	Enabled       bool      `json:"enabled"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	Provider string `json:"provider,omitempty"`
+	BaseURL  string `json:"base_url,omitempty"`
+	Region   string `json:"region,omitempty"`
+	Timeout  int    `json:"timeout,omitempty"`
+	// FallbackModels as an agent's (issue 15).
+	FallbackModels []string  `json:"fallback_models,omitempty"`
+	Tools          []string  `json:"tools"`          // tool keys from the registry
+	SubAgents      []string  `json:"sub_agents"`     // names of sub-agents it may delegate to
+	MaxDepth       int       `json:"max_depth"`      // deepest nesting below the run's agents it may be called at
+	MaxIterations  int       `json:"max_iterations"` // model turns per task (tool rounds)
+	Enabled        bool      `json:"enabled"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
 }
 
 // Agent returns the definition as an agent the engine can run.
@@ -46,6 +48,7 @@ func (s *SubAgent) Agent() Agent {
 		AgentID: s.ID, Name: s.Name, Role: s.Description, SystemPrompt: s.SystemPrompt,
 		Model: s.Model, Temperature: s.Temperature, MaxTokens: s.MaxTokens,
 		Provider: s.Provider, BaseURL: s.BaseURL, Region: s.Region, Timeout: s.Timeout,
-		Tools: s.Tools, SubAgents: s.SubAgents, MaxIterations: s.MaxIterations,
+		FallbackModels: s.FallbackModels,
+		Tools:          s.Tools, SubAgents: s.SubAgents, MaxIterations: s.MaxIterations,
 	}
 }

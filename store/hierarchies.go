@@ -51,11 +51,14 @@ type agentSettings struct {
 	ApprovalTools    []string `json:"approval_tools,omitempty"`
 	ApprovalTimeout  int      `json:"approval_timeout,omitempty"`
 	ApprovalDefault  string   `json:"approval_default,omitempty"`
+	// Model fallbacks (issue 15).
+	FallbackModels []string `json:"fallback_models,omitempty"`
 }
 
 func settingsOf(a models.Agent, supervisor bool) string {
 	st := agentSettings{Provider: a.Provider, BaseURL: a.BaseURL, Region: a.Region, Timeout: a.Timeout, UserPrompt: a.UserPrompt,
-		RequiresApproval: a.RequiresApproval, ApprovalTools: a.ApprovalTools, ApprovalTimeout: a.ApprovalTimeout, ApprovalDefault: a.ApprovalDefault}
+		RequiresApproval: a.RequiresApproval, ApprovalTools: a.ApprovalTools, ApprovalTimeout: a.ApprovalTimeout, ApprovalDefault: a.ApprovalDefault,
+		FallbackModels: a.FallbackModels}
 	if supervisor {
 		st.MaxIterations = a.MaxIterations
 	}
@@ -72,6 +75,7 @@ func applySettings(a *models.Agent, raw string, supervisor bool) error {
 	}
 	a.Provider, a.BaseURL, a.Region, a.Timeout, a.UserPrompt = st.Provider, st.BaseURL, st.Region, st.Timeout, st.UserPrompt
 	a.RequiresApproval, a.ApprovalTools, a.ApprovalTimeout, a.ApprovalDefault = st.RequiresApproval, st.ApprovalTools, st.ApprovalTimeout, st.ApprovalDefault
+	a.FallbackModels = st.FallbackModels
 	if supervisor {
 		a.MaxIterations = st.MaxIterations
 	}

@@ -206,7 +206,7 @@ func toSubAgentRow(sa *models.SubAgent) (subAgentRow, error) {
 		MaxDepth:      sa.MaxDepth,
 		MaxIterations: sa.MaxIterations,
 		Enabled:       sa.Enabled,
-		Settings:      settingsOf(models.Agent{Provider: sa.Provider, BaseURL: sa.BaseURL, Region: sa.Region, Timeout: sa.Timeout}, false),
+		Settings:      settingsOf(models.Agent{Provider: sa.Provider, BaseURL: sa.BaseURL, Region: sa.Region, Timeout: sa.Timeout, FallbackModels: sa.FallbackModels}, false),
 		CreatedAt:     sa.CreatedAt,
 		UpdatedAt:     sa.UpdatedAt,
 	}, nil
@@ -233,6 +233,7 @@ func (r *subAgentRow) toModel() (*models.SubAgent, error) {
 		return nil, fmt.Errorf("sub-agent %s: %w", r.ID, err)
 	}
 	sa.Provider, sa.BaseURL, sa.Region, sa.Timeout = settings.Provider, settings.BaseURL, settings.Region, settings.Timeout
+	sa.FallbackModels = settings.FallbackModels
 	var err error
 	if sa.Tools, err = decodeStrings(r.Tools); err != nil {
 		return nil, fmt.Errorf("sub-agent %s tools: %w", r.ID, err)

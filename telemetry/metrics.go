@@ -56,6 +56,7 @@ type Metrics struct {
 	llmFirstToken      *prometheus.HistogramVec
 	runsFinished       *prometheus.CounterVec
 	streams            *streamCollector
+	circuits           *circuitCollector
 }
 
 // NewMetrics creates the collectors and registers them on reg; it panics
@@ -106,10 +107,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: Namespace, Name: "runs_finished_total",
 			Help: "Runs that reached a terminal status (completed, failed, cancelled, timed_out), counted by the worker that wrote it, or by the API process that ended a terminated or timed-out workflow's run.",
 		}, []string{"status"}),
-		streams: newStreamCollector(),
+		streams:  newStreamCollector(),
+		circuits: newCircuitCollector(),
 	}
 	reg.MustRegister(m.httpRequests, m.httpDuration, m.eventsPublished, m.eventPublishErrors,
-		m.llmCalls, m.llmTokens, m.llmCost, m.llmDuration, m.llmFirstToken, m.runsFinished, m.streams)
+		m.llmCalls, m.llmTokens, m.llmCost, m.llmDuration, m.llmFirstToken, m.runsFinished, m.streams, m.circuits)
 	return m
 }
 
@@ -241,4 +243,49 @@ func (c *streamCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.pollers, prometheus.GaugeValue, float64(s.Pollers))
 	ch <- prometheus.MustNewConstMetric(c.queries, prometheus.CounterValue, float64(s.Queries))
 	ch <- prometheus.MustNewConstMetric(c.wakeups, prometheus.CounterValue, float64(s.Wakeups))
+}
+
+// CircuitState is one LLM provider's circuit breaker (llm.BreakerState).
+type CircuitState struct {
+	Provider string
+	State    int    // 0 closed, 1 half-open, 2 open
+	Openings uint64 // times it opened since the process started
+}
+
+// ObserveCircuits makes the circuit breaker metrics read source at every
+// scrape. A later call replaces the source.
+func (m *Metrics) ObserveCircuits(source func() []CircuitState) {
+	if m == nil || source == nil {
+		return
+	}
+	m.circuits.source.Store(&source)
+}
+
+// circuitCollector exports the circuits of the providers called so far.
+type circuitCollector struct {
+	source          atomic.Pointer[func() []CircuitState]
+	state, openings *prometheus.Desc
+}
+
+func newCircuitCollector() *circuitCollector {
+	return &circuitCollector{
+		state:    prometheus.NewDesc(Namespace+"_llm_circuit_state", "Circuit breaker of an LLM provider in this process: 0 closed, 1 half-open, 2 open.", []string{"provider"}, nil),
+		openings: prometheus.NewDesc(Namespace+"_llm_circuit_openings_total", "Times the circuit breaker of an LLM provider opened in this process.", []string{"provider"}, nil),
+	}
+}
+
+func (c *circuitCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.state
+	ch <- c.openings
+}
+
+func (c *circuitCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.source.Load()
+	if f == nil {
+		return
+	}
+	for _, s := range (*f)() {
+		ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, float64(s.State), s.Provider)
+		ch <- prometheus.MustNewConstMetric(c.openings, prometheus.CounterValue, float64(s.Openings), s.Provider)
+	}
 }

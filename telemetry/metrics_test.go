@@ -189,3 +189,27 @@ func grep(body string, subs ...string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+func TestCircuitMetricsReadTheirSource(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	if n := testutil.CollectAndCount(m.circuits); n != 0 {
+		t.Fatalf("without a source the circuit collector exports %d series, want none", n)
+	}
+	m.ObserveCircuits(func() []CircuitState {
+		return []CircuitState{{Provider: "compatible", State: 2, Openings: 1}, {Provider: "openai", State: 0}}
+	})
+	want := `
+# HELP executor_llm_circuit_openings_total Times the circuit breaker of an LLM provider opened in this process.
+# TYPE executor_llm_circuit_openings_total counter
+executor_llm_circuit_openings_total{provider="compatible"} 1
+executor_llm_circuit_openings_total{provider="openai"} 0
+# HELP executor_llm_circuit_state Circuit breaker of an LLM provider in this process: 0 closed, 1 half-open, 2 open.
+# TYPE executor_llm_circuit_state gauge
+executor_llm_circuit_state{provider="compatible"} 2
+executor_llm_circuit_state{provider="openai"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "executor_llm_circuit_state", "executor_llm_circuit_openings_total"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -181,7 +181,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) err
 		log.Info("models without a provider are answered by the built-in offline model (placeholder text; results say offline)")
 	}
 	if metricsListen != "" {
-		ready := api.Readiness{Database: api.HealthCheckFunc(st.Ping), Temporal: api.TemporalHealth(tc)}
+		ready := api.Readiness{Database: api.HealthCheckFunc(st.Ping), Temporal: api.TemporalHealth(tc), Info: app.CircuitInfo(router.Breaker())}
 		srv, addr, err := listenAndServe(metricsListen, api.OpsHandler(tel.MetricsHandler(), ready), errc)
 		switch {
 		case err != nil && metricsRequired:
