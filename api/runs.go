@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 
@@ -79,6 +81,8 @@ type executionConfigInput struct {
 	StreamEvents            *bool `json:"stream_events"`
 	SaveIntermediateResults *bool `json:"save_intermediate_results"`
 	MaxParallelTeams        int   `json:"max_parallel_teams"`
+	// Budget is checked against the hierarchy by Runs.Start.
+	Budget *models.Budget `json:"budget"`
 }
 
 func (in *executionConfigInput) options() (StartOptions, error) {
@@ -88,7 +92,7 @@ func (in *executionConfigInput) options() (StartOptions, error) {
 	if in.MaxParallelTeams < 0 {
 		return StartOptions{}, models.FieldError("execution_config.max_parallel_teams", "must be 0 (the hierarchy's) or more, got %d", in.MaxParallelTeams)
 	}
-	return StartOptions{MaxParallelTeams: in.MaxParallelTeams}, nil
+	return StartOptions{MaxParallelTeams: in.MaxParallelTeams, Budget: in.Budget}, nil
 }
 
 type runIDInput struct {
@@ -228,6 +232,8 @@ type ModelChecker interface {
 // execution_config).
 type StartOptions struct {
 	MaxParallelTeams int
+	// Budget is execution_config.budget (nil: none); Start validates it.
+	Budget *models.Budget
 	// RunID and MessageID are caller-set ids (spec 003), validated; empty
 	// ones are generated. runField and messageField name them in errors.
 	RunID, MessageID       string
@@ -240,6 +246,9 @@ type StartOptions struct {
 // Start checks the agents' providers, stores a pending run and starts its
 // workflow. If the workflow cannot be started, the run row is removed again.
 func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts StartOptions) (*store.Run, error) {
+	if err := checkBudget(opts.Budget, h); err != nil {
+		return nil, err
+	}
 	offline, err := r.checkModels(h)
 	if err != nil {
 		return nil, err
@@ -354,6 +363,7 @@ func (r *Runs) runOptions(tenant string, opts StartOptions) models.RunOptions {
 	if opts.MaxParallelTeams > 0 {
 		o.MaxParallelTeams = opts.MaxParallelTeams
 	}
+	o.Budget = opts.Budget
 	return o
 }
 
@@ -664,4 +674,58 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// checkBudget validates execution_config.budget against the hierarchy:
+// limits positive, at least one set, on_exceeded finish or fail, teams
+// known. Errors name the field.
+func checkBudget(b *models.Budget, h *models.Hierarchy) error {
+	if b == nil {
+		return nil
+	}
+	const f = "execution_config.budget"
+	if err := checkBudgetLimit(f, b.BudgetLimit); err != nil {
+		return err
+	}
+	switch b.OnExceeded {
+	case "", models.BudgetFinish, models.BudgetFail:
+	default:
+		return models.FieldError(f+".on_exceeded", "must be %q or %q, got %q", models.BudgetFinish, models.BudgetFail, b.OnExceeded)
+	}
+	if b.MaxTokens == 0 && b.MaxCostUSD == 0 && len(b.Teams) == 0 {
+		return models.FieldError(f, "must set max_tokens, max_cost_usd or teams")
+	}
+	names := make([]string, 0, len(b.Teams))
+	for name := range b.Teams {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		known := false
+		for _, t := range h.Teams {
+			known = known || t.Name == name
+		}
+		tf := f + ".teams." + name
+		if !known {
+			return models.FieldError(tf, "is not a team of hierarchy %q", h.ID)
+		}
+		l := b.Teams[name]
+		if err := checkBudgetLimit(tf, l); err != nil {
+			return err
+		}
+		if l.MaxTokens == 0 && l.MaxCostUSD == 0 {
+			return models.FieldError(tf, "must set max_tokens or max_cost_usd")
+		}
+	}
+	return nil
+}
+
+func checkBudgetLimit(field string, l models.BudgetLimit) error {
+	if l.MaxTokens < 0 {
+		return models.FieldError(field+".max_tokens", "must be positive, got %d", l.MaxTokens)
+	}
+	if l.MaxCostUSD < 0 || math.IsNaN(l.MaxCostUSD) || math.IsInf(l.MaxCostUSD, 0) {
+		return models.FieldError(field+".max_cost_usd", "must be positive, got %g", l.MaxCostUSD)
+	}
+	return nil
 }

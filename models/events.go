@@ -24,6 +24,7 @@ const (
 	ActionWorker     = "worker"
 	ActionTopology   = "topology"
 	ActionWarning    = "warning"
+	ActionBudget     = "budget"
 	ActionError      = "error"
 )
 
