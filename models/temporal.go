@@ -222,6 +222,10 @@ type RunState struct {
 	// are the teams whose budget is spent, no longer offered.
 	TeamUsage       map[string]Usage `json:"team_usage,omitempty"`
 	TeamsOverBudget []string         `json:"teams_over_budget,omitempty"`
+	// AgentUsage is each agent's usage by agent_id, and AgentsOverBudget
+	// the agents whose budget is spent (runs with a budget).
+	AgentUsage       map[string]Usage `json:"agent_usage,omitempty"`
+	AgentsOverBudget []string         `json:"agents_over_budget,omitempty"`
 	// BudgetSpent says the run's own budget is spent (system.budget sent).
 	BudgetSpent bool `json:"budget_spent,omitempty"`
 }
@@ -822,6 +826,11 @@ type Budget struct {
 	// Teams are per-team limits, by team name: a team whose limit is spent
 	// is no longer offered to the global supervisor.
 	Teams map[string]BudgetLimit `json:"teams,omitempty"`
+	// Agents are per-agent limits, by agent_id: a worker whose limit is
+	// spent is no longer offered to its team supervisor, a team
+	// supervisor's ends its team's turn, the global supervisor's ends the
+	// run as the run's own limit does.
+	Agents map[string]BudgetLimit `json:"agents,omitempty"`
 }
 
 // How a run ends once its budget is spent.

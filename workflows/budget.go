@@ -39,8 +39,8 @@ func (w *runWorkflow) budget() *models.Budget {
 	return w.in.Options.Budget
 }
 
-// addTeamUsage counts u against team's budget.
-func (w *runWorkflow) addTeamUsage(team string, u models.Usage) {
+// addTeamUsage counts u against team's budget and agentID's.
+func (w *runWorkflow) addTeamUsage(team, agentID string, u models.Usage) {
 	if w.budget() == nil {
 		return
 	}
@@ -49,21 +49,140 @@ func (w *runWorkflow) addTeamUsage(team string, u models.Usage) {
 		s.TeamUsage = map[string]models.Usage{}
 	}
 	s.TeamUsage[team] = s.TeamUsage[team].Add(u)
+	w.addAgentUsage(agentID, u)
 }
 
-// runBudgetSpent tells whether the run's own budget is spent; the first
-// time it is, it emits system.budget. Deterministic: it reads the run's
-// state only.
+// addAgentUsage counts u against agentID's budget.
+func (w *runWorkflow) addAgentUsage(agentID string, u models.Usage) {
+	if w.budget() == nil || agentID == "" {
+		return
+	}
+	s := w.state
+	if s.AgentUsage == nil {
+		s.AgentUsage = map[string]models.Usage{}
+	}
+	s.AgentUsage[agentID] = s.AgentUsage[agentID].Add(u)
+}
+
+func (w *runWorkflow) supervisorOf(team string) string {
+	if t := findTeam(w.hier, team); t != nil {
+		return t.Supervisor.AgentID
+	}
+	return ""
+}
+
+// runBudgetSpent tells whether the run's own budget (or its global
+// supervisor's) is spent; the first time it is, it emits system.budget.
+// Deterministic: it reads the run's state only.
 func (w *runWorkflow) runBudgetSpent(ctx workflow.Context) bool {
+	return w.runBudgetSpentWith(ctx, w.state.Usage)
+}
+
+// runBudgetSpentWith is runBudgetSpent with the run's usage given (a team
+// turn adds its own, not yet counted).
+func (w *runWorkflow) runBudgetSpentWith(ctx workflow.Context, usage models.Usage) bool {
 	b := w.budget()
-	if b == nil || !b.Spent(w.state.Usage) {
+	if b == nil {
 		return false
 	}
-	if !w.state.BudgetSpent {
-		w.state.BudgetSpent = true
-		w.emitBudget(ctx, "run", "", b.BudgetLimit, w.state.Usage)
+	if w.state.BudgetSpent {
+		return true
 	}
+	if b.Spent(usage) {
+		w.state.BudgetSpent = true
+		w.emitBudget(ctx, "run", "", "", b.BudgetLimit, usage)
+		return true
+	}
+	if w.agentSpent(ctx, w.hier.GlobalSupervisor.AgentID, models.Usage{}) {
+		w.state.BudgetSpent = true
+		return true
+	}
+	return false
+}
+
+// agentSpent tells whether agentID's budget is spent, its usage so far
+// plus extra (what the current turn has spent); the first time, it emits
+// system.budget.
+func (w *runWorkflow) agentSpent(ctx workflow.Context, agentID string, extra models.Usage) bool {
+	b := w.budget()
+	if b == nil {
+		return false
+	}
+	s := w.state
+	if slices.Contains(s.AgentsOverBudget, agentID) {
+		return true
+	}
+	limit, ok := b.Agents[agentID]
+	u := s.AgentUsage[agentID].Add(extra)
+	if !ok || !limit.Spent(u) {
+		return false
+	}
+	s.AgentsOverBudget = append(s.AgentsOverBudget, agentID)
+	w.emitBudget(ctx, "agent", "", agentID, limit, u)
 	return true
+}
+
+// teamSpent tells whether team's budget is spent, its usage so far plus
+// extra; the first time, it emits system.budget.
+func (w *runWorkflow) teamSpent(ctx workflow.Context, team string, extra models.Usage) bool {
+	b := w.budget()
+	if b == nil {
+		return false
+	}
+	s := w.state
+	if slices.Contains(s.TeamsOverBudget, team) {
+		return true
+	}
+	limit, ok := b.Teams[team]
+	u := s.TeamUsage[team].Add(extra)
+	if !ok || !limit.Spent(u) {
+		return false
+	}
+	s.TeamsOverBudget = append(s.TeamsOverBudget, team)
+	w.emitBudget(ctx, "team", team, "", limit, u)
+	return true
+}
+
+// turnBudget is what an inline team turn of a run with a budget asks
+// before each step.
+type turnBudget struct {
+	w          *runWorkflow
+	team       string
+	supervisor string
+}
+
+// stop tells whether the turn must end before its supervisor's next
+// decision: the run's, the team's or the team supervisor's budget is
+// spent, counting what the turn has spent so far.
+func (t *turnBudget) stop(ctx workflow.Context, s *TeamState) bool {
+	turn := s.Usage
+	for _, o := range s.Outputs {
+		turn = turn.Add(o.Usage)
+	}
+	if t.w.runBudgetSpentWith(ctx, t.w.state.Usage.Add(turn)) {
+		return true
+	}
+	if t.w.teamSpent(ctx, t.team, turn) {
+		return true
+	}
+	return t.w.agentSpent(ctx, t.supervisor, s.Usage)
+}
+
+// workers leaves out of options the workers whose budget is spent.
+func (t *turnBudget) workers(ctx workflow.Context, s *TeamState, options []models.Option) []models.Option {
+	var out []models.Option
+	for _, o := range options {
+		var turn models.Usage
+		for _, wo := range s.Outputs {
+			if wo.AgentID == o.AgentID {
+				turn = turn.Add(wo.Usage)
+			}
+		}
+		if !t.w.agentSpent(ctx, o.AgentID, turn) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // checkTeamBudgets marks the teams whose budget is spent, emitting
@@ -73,14 +192,10 @@ func (w *runWorkflow) checkTeamBudgets(ctx workflow.Context) {
 	if b == nil {
 		return
 	}
-	s := w.state
 	for _, t := range w.hier.Teams {
-		limit, ok := b.Teams[t.Name]
-		if !ok || slices.Contains(s.TeamsOverBudget, t.Name) || !limit.Spent(s.TeamUsage[t.Name]) {
-			continue
+		if _, ok := b.Teams[t.Name]; ok {
+			w.teamSpent(ctx, t.Name, models.Usage{})
 		}
-		s.TeamsOverBudget = append(s.TeamsOverBudget, t.Name)
-		w.emitBudget(ctx, "team", t.Name, limit, s.TeamUsage[t.Name])
 	}
 }
 
@@ -89,7 +204,7 @@ func (w *runWorkflow) overBudget(team string) bool {
 	return slices.Contains(w.state.TeamsOverBudget, team)
 }
 
-func (w *runWorkflow) emitBudget(ctx workflow.Context, scope, team string, limit models.BudgetLimit, spent models.Usage) {
+func (w *runWorkflow) emitBudget(ctx workflow.Context, scope, team, agentID string, limit models.BudgetLimit, spent models.Usage) {
 	b := w.budget()
 	data := map[string]any{
 		"scope":       scope,
@@ -100,6 +215,12 @@ func (w *runWorkflow) emitBudget(ctx workflow.Context, scope, team string, limit
 	if team != "" {
 		data["team_name"] = team
 		data["on_exceeded"] = "skip_team"
+	}
+	if agentID != "" {
+		data["agent_id"] = agentID
+		if agentID != w.hier.GlobalSupervisor.AgentID {
+			data["on_exceeded"] = "skip_agent"
+		}
 	}
 	w.emit(ctx, systemSource(), models.CategorySystem, models.ActionBudget, data)
 }

@@ -36,10 +36,11 @@ func gsDecides(f *fakeActivities) int {
 	return n
 }
 
-// Worker answers cost 10 tokens, decisions 1: the research turn (2 worker
-// calls, 3 team decisions) and the first global decision make 24, over a
-// run limit of 15, so the global supervisor is not asked again and writes
-// the final answer.
+// Worker answers cost 10 tokens, decisions 1: after the first global
+// decision and the research turn's two workers (2 team decisions, 2
+// answers) the run has spent 23, over a limit of 15, so the research
+// supervisor is not asked again, the global supervisor neither, and it
+// writes the final answer.
 func TestBudgetRunTokensFinish(t *testing.T) {
 	f := &fakeActivities{decisions: map[string][]models.Decision{
 		"gs":   {dispatch("research", "find sources"), dispatch("writing", "write it up")},
@@ -63,14 +64,14 @@ func TestBudgetRunTokensFinish(t *testing.T) {
 	if n := gsDecides(f); n != 1 {
 		t.Errorf("global decisions = %d, want 1", n)
 	}
-	if res.Usage.TotalTokens != 24+10 {
-		t.Errorf("usage = %d, want 34 (the final answer allowed past the limit)", res.Usage.TotalTokens)
+	if res.Usage.TotalTokens != 23+10 {
+		t.Errorf("usage = %d, want 33 (the final answer allowed past the limit)", res.Usage.TotalTokens)
 	}
 	ev := budgetEvents(f)
 	if len(ev) != 1 || ev[0].Data["scope"] != "run" || ev[0].Data["on_exceeded"] != models.BudgetFinish {
 		t.Fatalf("system.budget events = %+v", ev)
 	}
-	if spent := ev[0].Data["spent"].(map[string]any); spent["total_tokens"] != 24 {
+	if spent := ev[0].Data["spent"].(map[string]any); spent["total_tokens"] != 23 {
 		t.Errorf("spent = %+v", spent)
 	}
 }
@@ -178,5 +179,38 @@ func TestBudgetBeforeChange(t *testing.T) {
 	}
 	if len(res.Teams) != 2 || len(budgetEvents(f)) != 0 {
 		t.Errorf("teams %d, budget events %d", len(res.Teams), len(budgetEvents(f)))
+	}
+}
+
+// An agent's budget spent takes that worker out of its team supervisor's
+// options; the turn goes on with the others.
+func TestBudgetAgent(t *testing.T) {
+	f := &fakeActivities{decisions: map[string][]models.Decision{
+		"gs":   {dispatch("research", "find sources")},
+		"ts-r": {dispatch("searcher", "search"), dispatch("analyst", "analyse")},
+	}}
+	env := newEnv(t, f)
+	in := runInput(testHierarchy())
+	in.Options.Budget = &models.Budget{Agents: map[string]models.BudgetLimit{"w-search": {MaxTokens: 5}}}
+	env.ExecuteWorkflow(workflows.RunWorkflow, in)
+	var res models.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Teams) != 1 || len(res.Teams[0].Workers) != 2 {
+		t.Fatalf("teams = %+v", res.Teams)
+	}
+	var second *models.DecideInput
+	for i, d := range f.decides {
+		if d.Source.AgentID == "ts-r" && d.Iteration == 2 {
+			second = &f.decides[i]
+		}
+	}
+	if second == nil || len(second.Options) != 1 || second.Options[0].Name != "analyst" {
+		t.Fatalf("second team decision's options = %+v", second)
+	}
+	ev := budgetEvents(f)
+	if len(ev) != 1 || ev[0].Data["scope"] != "agent" || ev[0].Data["agent_id"] != "w-search" || ev[0].Data["on_exceeded"] != "skip_agent" {
+		t.Fatalf("system.budget events = %+v", ev)
 	}
 }

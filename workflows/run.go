@@ -436,6 +436,7 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 			return err
 		}
 		s.Usage = s.Usage.Add(d.Usage)
+		w.addAgentUsage(gs.AgentID, d.Usage)
 		if d.Warning != "" {
 			w.warn(ctx, gs, d.Warning)
 		}
@@ -567,6 +568,7 @@ func (w *runWorkflow) runRouted(ctx workflow.Context, limit int) error {
 				return err
 			}
 			s.Usage = s.Usage.Add(d.Usage)
+			w.addAgentUsage(gs.AgentID, d.Usage)
 			if d.Warning != "" {
 				w.warn(ctx, gs, d.Warning)
 			}
@@ -749,6 +751,9 @@ func (w *runWorkflow) runInline(ctx workflow.Context, st *TeamState, output mode
 		st.guidance = w.takeGuidance
 	}
 	st.approvals = w.approvals
+	if w.budget() != nil {
+		st.budget = &turnBudget{w: w, team: output.TeamName, supervisor: st.Input.Team.Supervisor.AgentID}
+	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		res, err := runTeamTurn(ctx, st, sink, w.delegations, w.gate, w.suspendTurn(ctx))
 		if errors.Is(err, errSuspended) {
@@ -813,10 +818,10 @@ func (w *runWorkflow) finishTeam(ctx workflow.Context, t startedTeam) (models.Te
 	s.Warnings = append(s.Warnings, res.Warnings...)
 	for _, wo := range res.Output.Workers {
 		s.Usage = s.Usage.Add(wo.Usage)
-		w.addTeamUsage(out.TeamName, wo.Usage)
+		w.addTeamUsage(out.TeamName, wo.AgentID, wo.Usage)
 	}
 	s.Usage = s.Usage.Add(res.SupervisorUsage)
-	w.addTeamUsage(out.TeamName, res.SupervisorUsage)
+	w.addTeamUsage(out.TeamName, w.supervisorOf(out.TeamName), res.SupervisorUsage)
 	out.Workers, out.Status = res.Output.Workers, models.TeamCompleted
 	return out, nil
 }
@@ -832,10 +837,10 @@ func (w *runWorkflow) keepFinishedWorkers(out *models.TeamOutput, ts *TeamState)
 	s.Warnings = append(s.Warnings, ts.Warnings...)
 	for _, wo := range ts.Outputs {
 		s.Usage = s.Usage.Add(wo.Usage)
-		w.addTeamUsage(out.TeamName, wo.Usage)
+		w.addTeamUsage(out.TeamName, wo.AgentID, wo.Usage)
 	}
 	s.Usage = s.Usage.Add(ts.Usage)
-	w.addTeamUsage(out.TeamName, ts.Usage)
+	w.addTeamUsage(out.TeamName, ts.Input.Team.Supervisor.AgentID, ts.Usage)
 	if len(ts.Outputs) > 0 {
 		out.Workers, out.Partial = append([]models.WorkerOutput(nil), ts.Outputs...), true
 	}
