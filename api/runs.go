@@ -692,8 +692,8 @@ func checkBudget(b *models.Budget, h *models.Hierarchy) error {
 	default:
 		return models.FieldError(f+".on_exceeded", "must be %q or %q, got %q", models.BudgetFinish, models.BudgetFail, b.OnExceeded)
 	}
-	if b.MaxTokens == 0 && b.MaxCostUSD == 0 && len(b.Teams) == 0 {
-		return models.FieldError(f, "must set max_tokens, max_cost_usd or teams")
+	if b.MaxTokens == 0 && b.MaxCostUSD == 0 && len(b.Teams) == 0 && len(b.Agents) == 0 {
+		return models.FieldError(f, "must set max_tokens, max_cost_usd, teams or agents")
 	}
 	names := make([]string, 0, len(b.Teams))
 	for name := range b.Teams {
@@ -715,6 +715,31 @@ func checkBudget(b *models.Budget, h *models.Hierarchy) error {
 		}
 		if l.MaxTokens == 0 && l.MaxCostUSD == 0 {
 			return models.FieldError(tf, "must set max_tokens or max_cost_usd")
+		}
+	}
+	agents := map[string]bool{h.GlobalSupervisor.AgentID: true}
+	for _, t := range h.Teams {
+		agents[t.Supervisor.AgentID] = true
+		for _, w := range t.Workers {
+			agents[w.AgentID] = true
+		}
+	}
+	ids := make([]string, 0, len(b.Agents))
+	for id := range b.Agents {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		af := f + ".agents." + id
+		if !agents[id] {
+			return models.FieldError(af, "is not an agent_id of hierarchy %q", h.ID)
+		}
+		l := b.Agents[id]
+		if err := checkBudgetLimit(af, l); err != nil {
+			return err
+		}
+		if l.MaxTokens == 0 && l.MaxCostUSD == 0 {
+			return models.FieldError(af, "must set max_tokens or max_cost_usd")
 		}
 	}
 	return nil
