@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"regexp"
-	"sort"
 	"strings"
 	"time"
 
@@ -248,6 +246,9 @@ type StartOptions struct {
 func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts StartOptions) (*store.Run, error) {
 	if err := checkBudget(opts.Budget, h); err != nil {
 		return nil, err
+	}
+	if opts.Budget == nil {
+		opts.Budget = h.Budget // the hierarchy's default, validated when stored
 	}
 	offline, err := r.checkModels(h)
 	if err != nil {
@@ -676,81 +677,8 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// checkBudget validates execution_config.budget against the hierarchy:
-// limits positive, at least one set, on_exceeded finish or fail, teams
-// known. Errors name the field.
+// checkBudget validates execution_config.budget against the hierarchy
+// (models.CheckBudget).
 func checkBudget(b *models.Budget, h *models.Hierarchy) error {
-	if b == nil {
-		return nil
-	}
-	const f = "execution_config.budget"
-	if err := checkBudgetLimit(f, b.BudgetLimit); err != nil {
-		return err
-	}
-	switch b.OnExceeded {
-	case "", models.BudgetFinish, models.BudgetFail:
-	default:
-		return models.FieldError(f+".on_exceeded", "must be %q or %q, got %q", models.BudgetFinish, models.BudgetFail, b.OnExceeded)
-	}
-	if b.MaxTokens == 0 && b.MaxCostUSD == 0 && len(b.Teams) == 0 && len(b.Agents) == 0 {
-		return models.FieldError(f, "must set max_tokens, max_cost_usd, teams or agents")
-	}
-	names := make([]string, 0, len(b.Teams))
-	for name := range b.Teams {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		known := false
-		for _, t := range h.Teams {
-			known = known || t.Name == name
-		}
-		tf := f + ".teams." + name
-		if !known {
-			return models.FieldError(tf, "is not a team of hierarchy %q", h.ID)
-		}
-		l := b.Teams[name]
-		if err := checkBudgetLimit(tf, l); err != nil {
-			return err
-		}
-		if l.MaxTokens == 0 && l.MaxCostUSD == 0 {
-			return models.FieldError(tf, "must set max_tokens or max_cost_usd")
-		}
-	}
-	agents := map[string]bool{h.GlobalSupervisor.AgentID: true}
-	for _, t := range h.Teams {
-		agents[t.Supervisor.AgentID] = true
-		for _, w := range t.Workers {
-			agents[w.AgentID] = true
-		}
-	}
-	ids := make([]string, 0, len(b.Agents))
-	for id := range b.Agents {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		af := f + ".agents." + id
-		if !agents[id] {
-			return models.FieldError(af, "is not an agent_id of hierarchy %q", h.ID)
-		}
-		l := b.Agents[id]
-		if err := checkBudgetLimit(af, l); err != nil {
-			return err
-		}
-		if l.MaxTokens == 0 && l.MaxCostUSD == 0 {
-			return models.FieldError(af, "must set max_tokens or max_cost_usd")
-		}
-	}
-	return nil
-}
-
-func checkBudgetLimit(field string, l models.BudgetLimit) error {
-	if l.MaxTokens < 0 {
-		return models.FieldError(field+".max_tokens", "must be positive, got %d", l.MaxTokens)
-	}
-	if l.MaxCostUSD < 0 || math.IsNaN(l.MaxCostUSD) || math.IsInf(l.MaxCostUSD, 0) {
-		return models.FieldError(field+".max_cost_usd", "must be positive, got %g", l.MaxCostUSD)
-	}
-	return nil
+	return models.CheckBudget(b, "execution_config.budget", h)
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,4 +92,21 @@ func TestBudgetStopsRun(t *testing.T) {
 	if len(v.Result.Errors) != 1 || v.Result.Errors[0].ErrorCode != models.CodeBudgetExceeded.Name {
 		t.Errorf("errors = %+v", v.Result.Errors)
 	}
+
+	// A hierarchy's default budget: stored, shown, used by a run that
+	// gives none.
+	e.fake.SetRules(budgetRules()...)
+	withBudget := referenceHierarchy()
+	withBudget["budget"] = map[string]any{"teams": map[string]any{"nope": map[string]any{"max_tokens": 5}}}
+	if status, env := e.post("/hierarchies/create", withBudget); status != http.StatusBadRequest || env.ErrorCode != models.CodeInvalidParameters.Name || !strings.Contains(env.Message, "budget.teams.nope") {
+		t.Errorf("hierarchy with an unknown team's budget: %d %+v", status, env)
+	}
+	withBudget["budget"] = map[string]any{"max_tokens": 200}
+	hid2 := e.createHierarchy(withBudget)
+	var got models.Hierarchy
+	e.mustPost("/hierarchies/get", map[string]any{"hierarchy_id": hid2}, &got)
+	if got.Budget == nil || got.Budget.MaxTokens != 200 {
+		t.Fatalf("hierarchies/get budget = %+v", got.Budget)
+	}
+	check("hierarchy default", e.startRun(hid2, "budget"), models.RunCompleted)
 }
