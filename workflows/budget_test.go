@@ -214,3 +214,42 @@ func TestBudgetAgent(t *testing.T) {
 		t.Fatalf("system.budget events = %+v", ev)
 	}
 }
+
+// Routed mode with two teams at work at once: each turn counts its own
+// spending with the run's. The test environment ends the two turns'
+// activities in either order: research alone stops after its analyst (23
+// tokens); when writing (12) ends first, the global supervisor is asked
+// again while research is at work, and research, counting the run's 14,
+// stops after its searcher. Either way at most the worker calls in flight
+// pass the limit and the final answer follows.
+func TestBudgetRoutedParallel(t *testing.T) {
+	both := dispatch("research", "find sources")
+	both.Also = []models.DispatchTarget{{Target: "writing", Instruction: "write"}}
+	f := &fakeActivities{decisions: map[string][]models.Decision{
+		"gs":   {both, dispatch("writing", "again")},
+		"ts-r": {dispatch("searcher", "search"), dispatch("analyst", "analyse")},
+		"ts-w": {dispatch("writer", "write")},
+	}}
+	env := newEnv(t, f)
+	in := runInput(testHierarchy())
+	in.Options.MaxParallelTeams = 2
+	in.Options.Budget = &models.Budget{BudgetLimit: models.BudgetLimit{MaxTokens: 15}}
+	env.ExecuteWorkflow(workflows.RunWorkflow, in)
+	var res models.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	workers := 0
+	for _, tm := range res.Teams {
+		workers += len(tm.Workers)
+	}
+	if workers < 2 || workers > 3 || res.FinalAnswer == "" {
+		t.Fatalf("teams = %+v, final answer %q", res.Teams, res.FinalAnswer)
+	}
+	if n := gsDecides(f); n != len(res.Teams)-1 {
+		t.Errorf("global decisions = %d with %d team turns", n, len(res.Teams))
+	}
+	if ev := budgetEvents(f); len(ev) != 1 || ev[0].Data["scope"] != "run" {
+		t.Errorf("system.budget events = %+v", ev)
+	}
+}
