@@ -119,6 +119,8 @@ type hierarchyInput struct {
 	MaxParallelTeams int                 `json:"max_parallel_teams"`
 	MaxExecutionTime int                 `json:"max_execution_time"`
 	GlobalConfig     *globalConfigInput  `json:"global_config"`
+	// Budget is the default execution_config.budget of the hierarchy's runs.
+	Budget *models.Budget `json:"budget"`
 }
 
 type idInput struct {
@@ -215,6 +217,7 @@ func (in *hierarchyInput) toModel() (*models.Hierarchy, error) {
 		Dependencies:         in.Dependencies,
 		MaxParallelTeams:     in.MaxParallelTeams,
 		MaxExecutionTime:     in.MaxExecutionTime,
+		Budget:               in.Budget,
 	}
 	if g := in.GlobalConfig; g != nil && g.MaxExecutionTime != nil {
 		h.MaxExecutionTime = *g.MaxExecutionTime

@@ -80,6 +80,8 @@ type executionConfigInput struct {
 	StreamEvents            *bool `json:"stream_events"`
 	SaveIntermediateResults *bool `json:"save_intermediate_results"`
 	MaxParallelTeams        int   `json:"max_parallel_teams"`
+	// Budget is checked against the hierarchy by Runs.Start.
+	Budget *models.Budget `json:"budget"`
 }
 
 func (in *executionConfigInput) options() (StartOptions, error) {
@@ -89,7 +91,7 @@ func (in *executionConfigInput) options() (StartOptions, error) {
 	if in.MaxParallelTeams < 0 {
 		return StartOptions{}, models.FieldError("execution_config.max_parallel_teams", "must be 0 (the hierarchy's) or more, got %d", in.MaxParallelTeams)
 	}
-	return StartOptions{MaxParallelTeams: in.MaxParallelTeams}, nil
+	return StartOptions{MaxParallelTeams: in.MaxParallelTeams, Budget: in.Budget}, nil
 }
 
 type runIDInput struct {
@@ -229,6 +231,8 @@ type ModelChecker interface {
 // execution_config).
 type StartOptions struct {
 	MaxParallelTeams int
+	// Budget is execution_config.budget (nil: none); Start validates it.
+	Budget *models.Budget
 	// RunID and MessageID are caller-set ids (spec 003), validated; empty
 	// ones are generated. runField and messageField name them in errors.
 	RunID, MessageID       string
@@ -241,6 +245,12 @@ type StartOptions struct {
 // Start checks the agents' providers, stores a pending run and starts its
 // workflow. If the workflow cannot be started, the run row is removed again.
 func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts StartOptions) (*store.Run, error) {
+	if err := checkBudget(opts.Budget, h); err != nil {
+		return nil, err
+	}
+	if opts.Budget == nil {
+		opts.Budget = h.Budget // the hierarchy's default, validated when stored
+	}
 	offline, err := r.checkModels(h)
 	if err != nil {
 		return nil, err
@@ -355,6 +365,7 @@ func (r *Runs) runOptions(tenant string, opts StartOptions) models.RunOptions {
 	if opts.MaxParallelTeams > 0 {
 		o.MaxParallelTeams = opts.MaxParallelTeams
 	}
+	o.Budget = opts.Budget
 	return o
 }
 
@@ -723,4 +734,10 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// checkBudget validates execution_config.budget against the hierarchy
+// (models.CheckBudget).
+func checkBudget(b *models.Budget, h *models.Hierarchy) error {
+	return models.CheckBudget(b, "execution_config.budget", h)
 }

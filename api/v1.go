@@ -102,6 +102,8 @@ type v1ExecuteInput struct {
 		StreamEvents            *bool `json:"stream_events"`
 		SaveIntermediateResults *bool `json:"save_intermediate_results"`
 		MaxParallelTeams        *int  `json:"max_parallel_teams"`
+		// Budget is as runs/start's, checked by Runs.Start.
+		Budget *models.Budget `json:"budget"`
 	} `json:"execution_config"`
 	Task string `json:"task"`
 	// ExecutionID and MessageID are optional caller-set ids (spec 003):
@@ -125,6 +127,9 @@ func (s *Server) v1Execute(c *gin.Context) {
 		return
 	}
 	var opts StartOptions
+	if ec := in.ExecutionConfig; ec != nil {
+		opts.Budget = ec.Budget
+	}
 	if ec := in.ExecutionConfig; ec != nil && ec.MaxParallelTeams != nil {
 		if *ec.MaxParallelTeams < 0 {
 			s.writeError(c, models.FieldError("execution_config.max_parallel_teams", "must be 0 (the team's setting) or more, got %d", *ec.MaxParallelTeams))

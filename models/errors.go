@@ -53,12 +53,17 @@ var CodeExecutionFinished = Code{"EXECUTION_ALREADY_FINISHED", 40901, 409}
 // is not at work now (not started yet, or already ended).
 var CodeTeamNotRunning = Code{"TEAM_NOT_RUNNING", 40904, 409}
 
+// CodeBudgetExceeded is a run error only (in a run's errors, never an HTTP
+// answer): the run's execution_config.budget was spent with on_exceeded
+// "fail". 402 Payment Required is the status that names spending.
+var CodeBudgetExceeded = Code{"BUDGET_EXCEEDED", 40201, 402}
+
 // AllCodes lists the vocabulary in the order the README documents it.
 func AllCodes() []Code {
 	return []Code{
 		CodeInvalidParameters, CodeInvalidConfig, CodeInvalidDependencies,
 		CodeProviderNotSupported, CodeMissingAPIKey,
-		CodeInvalidAPIKey, CodePermissionDenied,
+		CodeInvalidAPIKey, CodeBudgetExceeded, CodePermissionDenied,
 		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeRouteNotFound,
 		CodeExecutionInProgress, CodeExecutionFinished, CodeTeamNotRunning, CodeAlreadyExists, CodeIdempotencyKeyReused, CodeResourceLimitExceeded,
 		CodeUnsupportedMediaType, CodeRateLimited,

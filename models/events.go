@@ -29,6 +29,7 @@ const (
 	ActionWarning  = "warning"
 	ActionError    = "error"
 	ActionFallback = "fallback" // llm.fallback: the call moves to the agent's next model
+	ActionBudget   = "budget"
 )
 
 // Agent types in an event's source.

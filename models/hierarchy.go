@@ -119,6 +119,10 @@ type Hierarchy struct {
 	// GlobalConfig is what spec 001's global_config said besides
 	// max_execution_time; nil when it said nothing.
 	GlobalConfig *GlobalConfig `json:"global_config,omitempty"`
+	// Budget is the default budget of the hierarchy's runs: a run's
+	// execution_config.budget replaces it whole. Stored with the global
+	// supervisor's settings.
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // GlobalConfig holds spec 001's global_config settings that the engine
@@ -189,6 +193,9 @@ func normalizeAgentID(a *Agent) {
 // first offending field, or nil.
 func (h *Hierarchy) Validate() error {
 	if err := validateName("name", h.Name); err != nil {
+		return err
+	}
+	if err := CheckBudget(h.Budget, "budget", h); err != nil {
 		return err
 	}
 	switch h.ExecutionMode {

@@ -110,6 +110,11 @@ type RunOptions struct {
 	// MaxParallelTeams overrides the hierarchy's for this run (spec 001
 	// execution_config); 0 keeps the hierarchy's.
 	MaxParallelTeams int `json:"max_parallel_teams,omitempty"`
+	// Budget is the run's execution_config.budget; nil: no budget.
+	Budget *Budget `json:"budget,omitempty"`
+	// Budgets says the run enforces its budget (workflows' change
+	// "budgets"), asked once at the run's start.
+	Budgets bool `json:"budgets,omitempty"`
 	// DeferWrites is set by the run's workflow, never by the API: its LLM
 	// activities only call the model and the workflows store answers and
 	// usage records in a step of their own (SaveAnswer).
@@ -216,6 +221,17 @@ type RunState struct {
 	// Guidance is an operator's guidance not yet given, by agent_id
 	// (runs/redirect): the agent's next prompt carries it.
 	Guidance map[string][]string `json:"guidance,omitempty"`
+	// TeamUsage is each team's usage (its workers and supervisor), by team
+	// name, kept by runs with a budget (RunOptions.Budgets); TeamsOverBudget
+	// are the teams whose budget is spent, no longer offered.
+	TeamUsage       map[string]Usage `json:"team_usage,omitempty"`
+	TeamsOverBudget []string         `json:"teams_over_budget,omitempty"`
+	// AgentUsage is each agent's usage by agent_id, and AgentsOverBudget
+	// the agents whose budget is spent (runs with a budget).
+	AgentUsage       map[string]Usage `json:"agent_usage,omitempty"`
+	AgentsOverBudget []string         `json:"agents_over_budget,omitempty"`
+	// BudgetSpent says the run's own budget is spent (system.budget sent).
+	BudgetSpent bool `json:"budget_spent,omitempty"`
 }
 
 // SuspendedTurn is a team turn stopped between two steps (before its
@@ -807,4 +823,36 @@ type FormatResult struct {
 	Repairs int   `json:"repairs"`
 	Usage   Usage `json:"usage"`
 	Offline bool  `json:"offline,omitempty"`
+}
+
+// Budget limits what a run may spend (execution_config.budget).
+type Budget struct {
+	BudgetLimit
+	// OnExceeded is BudgetFinish (the default) or BudgetFail.
+	OnExceeded string `json:"on_exceeded,omitempty"`
+	// Teams are per-team limits, by team name: a team whose limit is spent
+	// is no longer offered to the global supervisor.
+	Teams map[string]BudgetLimit `json:"teams,omitempty"`
+	// Agents are per-agent limits, by agent_id: a worker whose limit is
+	// spent is no longer offered to its team supervisor, a team
+	// supervisor's ends its team's turn, the global supervisor's ends the
+	// run as the run's own limit does.
+	Agents map[string]BudgetLimit `json:"agents,omitempty"`
+}
+
+// How a run ends once its budget is spent.
+const (
+	BudgetFinish = "finish"
+	BudgetFail   = "fail"
+)
+
+// BudgetLimit is a token and/or cost ceiling; zero fields are no limit.
+type BudgetLimit struct {
+	MaxTokens  int     `json:"max_tokens,omitempty"`
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
+}
+
+// Spent tells whether u has reached the limit.
+func (l BudgetLimit) Spent(u Usage) bool {
+	return (l.MaxTokens > 0 && u.TotalTokens >= l.MaxTokens) || (l.MaxCostUSD > 0 && u.CostUSD >= l.MaxCostUSD)
 }

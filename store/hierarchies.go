@@ -53,10 +53,17 @@ type agentSettings struct {
 	ApprovalDefault  string   `json:"approval_default,omitempty"`
 	// Model fallbacks (issue 15).
 	FallbackModels []string `json:"fallback_models,omitempty"`
+	// Budget is the hierarchy's default budget, in its global
+	// supervisor's settings (issue 15), so no column is needed.
+	Budget *models.Budget `json:"budget,omitempty"`
 }
 
 func settingsOf(a models.Agent, supervisor bool) string {
-	st := agentSettings{Provider: a.Provider, BaseURL: a.BaseURL, Region: a.Region, Timeout: a.Timeout, UserPrompt: a.UserPrompt,
+	return settingsJSON(a, supervisor, nil)
+}
+
+func settingsJSON(a models.Agent, supervisor bool, budget *models.Budget) string {
+	st := agentSettings{Budget: budget, Provider: a.Provider, BaseURL: a.BaseURL, Region: a.Region, Timeout: a.Timeout, UserPrompt: a.UserPrompt,
 		RequiresApproval: a.RequiresApproval, ApprovalTools: a.ApprovalTools, ApprovalTimeout: a.ApprovalTimeout, ApprovalDefault: a.ApprovalDefault,
 		FallbackModels: a.FallbackModels}
 	if supervisor {
@@ -312,6 +319,13 @@ func (s *Store) GetHierarchy(ctx context.Context, id string) (*models.Hierarchy,
 	if err := applySettings(&h.GlobalSupervisor, row.GlobalSettings, true); err != nil {
 		return nil, err
 	}
+	if row.GlobalSettings != "" {
+		var st agentSettings
+		if err := json.Unmarshal([]byte(row.GlobalSettings), &st); err != nil {
+			return nil, err
+		}
+		h.Budget = st.Budget
+	}
 	if row.GlobalConfig != "" && row.GlobalConfig != "{}" {
 		var gc models.GlobalConfig
 		if err := json.Unmarshal([]byte(row.GlobalConfig), &gc); err != nil {
@@ -446,7 +460,7 @@ func toHierarchyRow(h *models.Hierarchy) hierarchyRow {
 		Dependencies:            string(deps),
 		MaxParallelTeams:        h.MaxParallelTeams,
 		MaxExecutionTime:        h.MaxExecutionTime,
-		GlobalSettings:          settingsOf(gs, true),
+		GlobalSettings:          settingsJSON(gs, true, h.Budget),
 		GlobalConfig:            globalConfigOf(h.GlobalConfig),
 		ID:                      h.ID,
 		TenantID:                h.TenantID,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -422,9 +423,30 @@ func TestRunsBeforeApprovalsIgnoreGates(t *testing.T) {
 	env := newEnv(t, f)
 	env.OnGetVersion("approval-gates", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	var answers []decision
-	env.RegisterDelayedCallback(func() {
-		resolve(env, models.UpdateApprove, models.ApprovalDecision{ApprovalID: "apr_x"}, &answers)
-	}, time.Millisecond)
+	// The writer's call waits until the decision is answered, so that it
+	// reaches the run while it runs however a loaded machine times the
+	// test environment's clock.
+	var answered atomic.Bool
+	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		for in.Agent.AgentID == "w-writer" && !answered.Load() {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return &models.RespondResult{Output: "output of " + in.Agent.Name}, nil
+	}
+	var decide func()
+	sent := false
+	decide = func() {
+		if !sent {
+			resolve(env, models.UpdateApprove, models.ApprovalDecision{ApprovalID: "apr_x"}, &answers)
+			sent = true
+		}
+		if len(answers) == 0 {
+			env.RegisterDelayedCallback(decide, time.Millisecond)
+			return
+		}
+		answered.Store(true)
+	}
+	env.RegisterDelayedCallback(decide, time.Millisecond)
 	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(approvalHierarchy(func(w *models.Agent) { w.RequiresApproval = true })))
 	runResult(t, env)
 	if got := writerInstructions(f); len(got) != 1 {

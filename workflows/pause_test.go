@@ -242,7 +242,9 @@ func TestPauseReachesNestedSubAgents(t *testing.T) {
 	if _, responds := f.calls(); responds != 6 {
 		t.Errorf("%d LLM calls in all, want 6", responds)
 	}
-	if got := strings.Join(answers, ","); got != "paused,running" {
+	// The resume answers the run's status once its status write is done;
+	// the resumed run's last steps are instant here and may finish first.
+	if got := strings.Join(answers, ","); got != "paused,running" && got != "paused,completed" {
 		t.Errorf("update answers = %s", got)
 	}
 }

@@ -94,6 +94,7 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	}
 	w.in.Options.Approvals = workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) == 1 && w.inlineTeams && w.gate != nil
 	w.approvals = newApprovalBook(w)
+	w.in.Options = recordBudgets(ctx, w.in.Options)
 	if w.gate != nil && w.state.Status == models.RunPaused {
 		w.gate.paused = true // paused across continue-as-new
 	}
@@ -104,6 +105,9 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	if err != nil {
 		if workflow.IsContinueAsNewError(err) {
 			return nil, err
+		}
+		if ferr, ok := w.failBudget(ctx, err); ok {
+			return nil, ferr
 		}
 		return nil, w.fail(ctx, err)
 	}
@@ -397,6 +401,10 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 		if err := w.gate.wait(ctx); err != nil {
 			return err
 		}
+		if w.runBudgetSpent(ctx) {
+			return w.budgetEnd()
+		}
+		w.checkTeamBudgets(ctx)
 		options := w.offerableTeams()
 		if len(options) == 0 {
 			return nil // every team is done, failed or blocked
@@ -428,6 +436,7 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 			return err
 		}
 		s.Usage = s.Usage.Add(d.Usage)
+		w.addAgentUsage(gs.AgentID, d.Usage)
 		if d.Warning != "" {
 			w.warn(ctx, gs, d.Warning)
 		}
@@ -517,13 +526,18 @@ func (w *runWorkflow) runRouted(ctx workflow.Context, limit int) error {
 				return err
 			}
 		}
+		spent := w.runBudgetSpent(ctx)
+		if spent && len(running) == 0 {
+			return w.budgetEnd()
+		}
+		w.checkTeamBudgets(ctx)
 		var options []models.Option
 		for _, o := range w.offerableTeams() {
 			if !running[o.Name] {
 				options = append(options, o)
 			}
 		}
-		if ask && !w.gate.held() && !w.draining && len(running) < limit && len(options) > 0 && s.Iteration < iterations {
+		if ask && !spent && !w.gate.held() && !w.draining && len(running) < limit && len(options) > 0 && s.Iteration < iterations {
 			ask = false
 			s.Iteration++
 			s.CurrentWorker, s.ActiveAgentID = "", gs.AgentID
@@ -554,6 +568,7 @@ func (w *runWorkflow) runRouted(ctx workflow.Context, limit int) error {
 				return err
 			}
 			s.Usage = s.Usage.Add(d.Usage)
+			w.addAgentUsage(gs.AgentID, d.Usage)
 			if d.Warning != "" {
 				w.warn(ctx, gs, d.Warning)
 			}
@@ -650,8 +665,12 @@ func (w *runWorkflow) runParallel(ctx workflow.Context) error {
 				return err
 			}
 		}
+		spent := w.runBudgetSpent(ctx)
+		if spent && len(running) == 0 {
+			return w.budgetEnd()
+		}
 		for _, name := range w.hier.ExecutionOrder {
-			if len(running) >= limit || w.gate.held() || w.draining {
+			if spent || len(running) >= limit || w.gate.held() || w.draining {
 				break
 			}
 			if running[name] || w.teamStatus(name) != "" || !w.depsComplete(name) {
@@ -732,6 +751,9 @@ func (w *runWorkflow) runInline(ctx workflow.Context, st *TeamState, output mode
 		st.guidance = w.takeGuidance
 	}
 	st.approvals = w.approvals
+	if w.budget() != nil {
+		st.budget = &turnBudget{w: w, team: output.TeamName, supervisor: st.Input.Team.Supervisor.AgentID}
+	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		res, err := runTeamTurn(ctx, st, sink, w.delegations, w.gate, w.suspendTurn(ctx))
 		if errors.Is(err, errSuspended) {
@@ -796,8 +818,10 @@ func (w *runWorkflow) finishTeam(ctx workflow.Context, t startedTeam) (models.Te
 	s.Warnings = append(s.Warnings, res.Warnings...)
 	for _, wo := range res.Output.Workers {
 		s.Usage = s.Usage.Add(wo.Usage)
+		w.addTeamUsage(out.TeamName, wo.AgentID, wo.Usage)
 	}
 	s.Usage = s.Usage.Add(res.SupervisorUsage)
+	w.addTeamUsage(out.TeamName, w.supervisorOf(out.TeamName), res.SupervisorUsage)
 	out.Workers, out.Status = res.Output.Workers, models.TeamCompleted
 	w.upsertUsage(ctx)
 	return out, nil
@@ -814,8 +838,10 @@ func (w *runWorkflow) keepFinishedWorkers(out *models.TeamOutput, ts *TeamState)
 	s.Warnings = append(s.Warnings, ts.Warnings...)
 	for _, wo := range ts.Outputs {
 		s.Usage = s.Usage.Add(wo.Usage)
+		w.addTeamUsage(out.TeamName, wo.AgentID, wo.Usage)
 	}
 	s.Usage = s.Usage.Add(ts.Usage)
+	w.addTeamUsage(out.TeamName, ts.Input.Team.Supervisor.AgentID, ts.Usage)
 	if len(ts.Outputs) > 0 {
 		out.Workers, out.Partial = append([]models.WorkerOutput(nil), ts.Outputs...), true
 	}
@@ -906,7 +932,7 @@ func (w *runWorkflow) offerableTeams() []models.Option {
 	var options []models.Option
 	for _, t := range w.hier.Teams {
 		st := w.teamStatus(t.Name)
-		if st == models.TeamFailed || st == models.TeamSkipped || st == models.TeamCancelled || !w.depsComplete(t.Name) {
+		if st == models.TeamFailed || st == models.TeamSkipped || st == models.TeamCancelled || !w.depsComplete(t.Name) || w.overBudget(t.Name) {
 			continue
 		}
 		options = append(options, models.Option{Name: t.Name, Description: teamDescription(t)})

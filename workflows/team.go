@@ -24,6 +24,9 @@ type TeamState struct {
 	// approvals holds the turn's approval gates (the run's); nil without
 	// them.
 	approvals *approvalBook
+	// budget checks the run's budget before each step (inline turns of
+	// runs with one); nil: no budget.
+	budget *turnBudget
 }
 
 // takeGuidance is the guidance waiting for an agent, taken.
@@ -104,6 +107,12 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 		if len(options) == 0 {
 			finished = true // prevent_duplicate: every worker has had its turn
 			break
+		}
+		if s.budget != nil {
+			if options = s.budget.workers(ctx, s, options); len(options) == 0 || s.budget.stop(ctx, s) {
+				finished = true // the budget is spent: the turn ends with what it has
+				break
+			}
 		}
 		if err := gate.wait(ctx); err != nil {
 			return nil, err
