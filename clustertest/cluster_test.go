@@ -236,6 +236,10 @@ func (c *cluster) environ(extra []string) []string {
 		"SHUTDOWN_TIMEOUT=5s",
 		"LOG_LEVEL=warn",
 		"SSE_NOTIFY=auto",
+		// One key drives 20 concurrent runs and their polling here: far
+		// more than one client's default rate (RATE_LIMIT_RPS), which
+		// e2e's TestIdempotencyLimitsAndBrowserSafety tests.
+		"RATE_LIMIT_RPS=2000", "RATE_LIMIT_BURST=4000",
 		// Nothing of the machine's own provider settings.
 		"OPENROUTER_API_KEY=", "COMPATIBLE_BASE_URL=", "LLM_MODELS=", "LLM_DEFAULT_PROVIDER=", "AWS_BEDROCK_ENABLED=false",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=", "OTEL_TRACES_EXPORTER=",
