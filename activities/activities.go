@@ -7,6 +7,7 @@ import (
 	"context"
 	"github.com/op-stack/executor/pricing"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -50,6 +51,9 @@ type Activities struct {
 	// signalled, a status written), so they query its workflow at once
 	// instead of on a fast timer; nil notifies nobody.
 	Notifier notify.Notifier
+	// updatesOff is set once the Temporal server has refused an event
+	// update as unsupported: batches then go by signal only.
+	updatesOff atomic.Bool
 	// Prices turns a call's usage into its cost (LLM_PRICES_FILE over the
 	// built-in list prices); nil uses pricing.Defaults.
 	Prices pricing.Table

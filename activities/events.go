@@ -2,15 +2,20 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
 	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/notify"
 )
 
 // SignalSink delivers event batches as signals to the run's workflow, by
@@ -21,6 +26,40 @@ type SignalSink struct{ Client client.Client }
 func (s SignalSink) PublishEvents(ctx context.Context, runID string, batch models.EventBatch) error {
 	return s.Client.SignalWorkflow(ctx, models.RunWorkflowID(runID), "", models.SignalEvents, batch)
 }
+
+// DeliverEvents implements EventDeliverer: the batch goes as the run's
+// UpdateEvents update, identified by its producer and number, so that a
+// retried update is applied once by Temporal too.
+func (s SignalSink) DeliverEvents(ctx context.Context, runID string, batch models.EventBatch) (models.EventDelivery, error) {
+	var d models.EventDelivery
+	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		UpdateID:     batch.Producer + "#" + strconv.Itoa(batch.Seq),
+		WorkflowID:   models.RunWorkflowID(runID),
+		UpdateName:   models.UpdateEvents,
+		Args:         []any{batch},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return d, err
+	}
+	return d, h.Get(ctx, &d)
+}
+
+// EventDeliverer is an EventSink that can also deliver a batch as an
+// update, learning the sequences the run's workflow gave it.
+type EventDeliverer interface {
+	EventSink
+	DeliverEvents(ctx context.Context, runID string, batch models.EventBatch) (models.EventDelivery, error)
+}
+
+// updateTimeout bounds one event update. An update waits for a workflow
+// task: when the run's worker is slow or gone (its sticky queue holds the
+// task until Temporal moves it, 5 s), the batch goes by signal instead,
+// which returns once the server has it. It is short because a call's end
+// waits for its batches in flight, and must not outlast the heartbeat
+// timeout there (measured: a 5 s bound made TestWorkerKilledMidRun's
+// retried call time out once more).
+const updateTimeout = time.Second
 
 // DefaultFlushInterval is how long streamed deltas wait, at most, before
 // they are signalled to the run.
@@ -309,17 +348,19 @@ func (p *publisher) flush(ctx context.Context) {
 	seq := p.seq
 	p.mu.Unlock()
 	batch := models.EventBatch{Producer: p.producer, Seq: seq, Events: events}
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := p.a.Events.PublishEvents(sctx, p.runID, batch); err != nil {
-		p.a.Metrics.EventPublishFailed()
-		p.a.logger(ctx).Warn("publish events", "run_id", p.runID, "events", len(events), "error", err)
-		return
+	if !p.deliver(ctx, batch) {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := p.a.Events.PublishEvents(sctx, p.runID, batch); err != nil {
+			p.a.Metrics.EventPublishFailed()
+			p.a.logger(ctx).Warn("publish events", "run_id", p.runID, "events", len(events), "error", err)
+			return
+		}
+		// The signal is in the run's history: Temporal answers a query
+		// made now after the workflow task that applies it, so the query
+		// sees these events.
+		p.a.notifyRun(ctx, p.runID)
 	}
-	// The signal is in the run's history: Temporal answers a query made
-	// now after the workflow task that applies it, so the query sees
-	// these events.
-	p.a.notifyRun(ctx, p.runID)
 	p.announced.Store(true)
 	// Only the run goroutine flushes, so these need no lock.
 	p.signals++
@@ -329,6 +370,46 @@ func (p *publisher) flush(ctx context.Context) {
 			p.a.Metrics.EventPublished(e.Event.Category, e.Event.Action)
 		}
 	}
+}
+
+// deliver sends batch as an update and pushes the sequenced events to the
+// API's streams. It reports false when the batch must go by signal: no
+// Pusher to hand the events to (an update would only cost more history
+// than a signal), updates switched off for the process, or a failed
+// update (the limits of the run, a server without updates, a worker of an
+// older version, a slow worker).
+func (p *publisher) deliver(ctx context.Context, batch models.EventBatch) bool {
+	sink, ok := p.a.Events.(EventDeliverer)
+	pusher, canPush := p.a.Notifier.(notify.Pusher)
+	if !ok || !canPush || p.a.updatesOff.Load() {
+		return false
+	}
+	uctx, cancel := context.WithTimeout(ctx, updateTimeout)
+	defer cancel()
+	d, err := sink.DeliverEvents(uctx, p.runID, batch)
+	if err != nil {
+		var unimplemented *serviceerror.Unimplemented
+		var denied *serviceerror.PermissionDenied
+		if errors.As(err, &unimplemented) || errors.As(err, &denied) {
+			// The server or namespace takes no updates: stop trying.
+			if p.a.updatesOff.CompareAndSwap(false, true) {
+				p.a.logger(ctx).Warn("event updates refused by the server; events go by signal", "error", err)
+			}
+		}
+		p.a.logger(ctx).Debug("event update failed; signalling the batch", "run_id", p.runID, "error", err)
+		return false
+	}
+	if d.First == 0 {
+		p.a.notifyRun(ctx, p.runID) // applied already; nothing new to push
+		return true
+	}
+	payload, err := json.Marshal(d.Sequenced(batch.Events))
+	if err != nil {
+		p.a.notifyRun(ctx, p.runID)
+		return true
+	}
+	pusher.Push(ctx, p.runID, payload)
+	return true
 }
 
 // notifyRun tells the API's stream pollers that runID has news worth a

@@ -103,12 +103,15 @@ type StreamStats struct {
 	Pollers int64
 	// Subscribers is the number of event streams open now.
 	Subscribers int64
+	// Pushes is the number of wake-ups whose news the pollers took from
+	// the events pushed with them (notify.PushListener), without a query.
+	Pushes int64
 }
 
 // StreamStats returns the event streams' counters.
 func (s *Server) StreamStats() StreamStats {
 	h := s.streams
-	return StreamStats{Queries: h.queries.Load(), Wakeups: h.wakeups.Load(), Pollers: h.pollers.Load(), Subscribers: h.subscribers.Load()}
+	return StreamStats{Queries: h.queries.Load(), Wakeups: h.wakeups.Load(), Pollers: h.pollers.Load(), Subscribers: h.subscribers.Load(), Pushes: h.pushes.Load()}
 }
 
 const (
@@ -140,6 +143,7 @@ type hub struct {
 
 	queries     atomic.Int64
 	wakeups     atomic.Int64
+	pushes      atomic.Int64
 	pollers     atomic.Int64
 	subscribers atomic.Int64
 
@@ -412,7 +416,14 @@ func (f *feed) poll(ctx context.Context) {
 	h := f.hub
 	defer h.pollers.Add(-1)
 	var wake <-chan struct{}
-	if h.listener != nil {
+	// take, with a PushListener, hands over the events pushed with the
+	// wake-ups (see models.EventDelivery).
+	var take func() ([][]byte, bool)
+	if pl, ok := h.listener.(notify.PushListener); ok {
+		ch, tk, cancel := pl.SubscribePushes(f.runID)
+		defer cancel()
+		wake, take = ch, tk
+	} else if h.listener != nil {
 		// Subscribed before the first query, so news from then on wakes
 		// a query that comes after it.
 		ch, cancel := h.listener.Subscribe(f.runID)
@@ -423,6 +434,7 @@ func (f *feed) poll(ctx context.Context) {
 	lastCheck, lastProgress := time.Now(), time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	first := true
 	for {
 		// While queries fail, news waits for the backoff: it does not make
 		// the next query more likely to succeed.
@@ -430,12 +442,14 @@ func (f *feed) poll(ctx context.Context) {
 		if failures > 0 {
 			woken = nil
 		}
+		byWakeUp := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
 		case <-woken:
 			h.wakeups.Add(1)
+			byWakeUp = true
 		}
 		if wake != nil {
 			// The query below covers a wake-up that is pending now.
@@ -444,6 +458,27 @@ func (f *feed) poll(ctx context.Context) {
 			default:
 			}
 		}
+		if take != nil {
+			// Taken before the query: what is pushed from now on wakes
+			// the loop again.
+			payloads, plain := take()
+			if byWakeUp && !plain && !first && len(payloads) == 0 {
+				// The news of this wake-up was taken with the last one.
+				timer.Reset(h.opts.SafetyPollInterval)
+				continue
+			}
+			if f.applyPushes(payloads) && byWakeUp && !plain && !first {
+				// The pushed events joined up: nothing to ask the run.
+				h.pushes.Add(1)
+				if f.isEnded() {
+					return
+				}
+				lastProgress = time.Now()
+				timer.Reset(h.opts.SafetyPollInterval)
+				continue
+			}
+		}
+		first = false
 		more, progressed, err := f.pollOnce(ctx)
 		if f.isEnded() || ctx.Err() != nil {
 			return
@@ -486,6 +521,26 @@ func (f *feed) poll(ctx context.Context) {
 		}
 		timer.Reset(delay)
 	}
+}
+
+// applyPushes appends the events pushed with wake-ups (each payload a JSON
+// array of sequenced events). It reports whether they all joined the feed
+// without a gap; the caller queries when they did not, and the query
+// covers what was pushed.
+func (f *feed) applyPushes(payloads [][]byte) bool {
+	if len(payloads) == 0 {
+		return false
+	}
+	for _, p := range payloads {
+		var events []models.Event
+		if err := json.Unmarshal(p, &events); err != nil || len(events) == 0 {
+			return false
+		}
+		if _, err := f.append(events, false, 0); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // pollOnce makes one query and adds what it brings, filling from the

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +25,18 @@ func (l *countingListener) Subscribe(runID string) (<-chan struct{}, func()) {
 	l.open.Add(1)
 	var done atomic.Bool
 	return ch, func() {
+		if done.CompareAndSwap(false, true) {
+			l.open.Add(-1)
+		}
+		cancel()
+	}
+}
+
+func (l *countingListener) SubscribePushes(runID string) (<-chan struct{}, func() ([][]byte, bool), func()) {
+	ch, take, cancel := l.Broker.SubscribePushes(runID)
+	l.open.Add(1)
+	var done atomic.Bool
+	return ch, take, func() {
 		if done.CompareAndSwap(false, true) {
 			l.open.Add(-1)
 		}
@@ -195,4 +208,87 @@ func TestStreamNotificationsCoalesce(t *testing.T) {
 	if m := e.fake.maxInFlight.Load(); m != 1 {
 		t.Fatalf("%d concurrent queries of one run, want 1", m)
 	}
+}
+
+// TestStreamTakesPushedEventsWithoutAQuery: events pushed with a wake-up
+// (notify.Pusher, as an activity does after its event update) reach every
+// stream without a query while they join up with what the feed holds; a
+// push that leaves a gap, and a plain notification, cost one query each,
+// which fills the gap.
+func TestStreamTakesPushedEventsWithoutAQuery(t *testing.T) {
+	b := notify.NewBroker()
+	e := newListeningStreamEnv(t, storetest.SQLite(t), api.StreamOptions{SafetyPollInterval: time.Minute}, b)
+	id := e.newRun(models.RunRunning)
+	e.fake.emit(id, 0, "lifecycle.started")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var chans []chan sseMsg
+	for range 2 {
+		resp := e.open(ctx, streamRequest{path: pathStreamGET(id)})
+		defer resp.Body.Close()
+		ch := make(chan sseMsg, 16)
+		go readInto(resp.Body, ch)
+		if m := next(t, ch); m.ID != "1" {
+			t.Fatalf("first event %s, want 1", m.ID)
+		}
+		chans = append(chans, ch)
+	}
+	push := func(evs []models.Event) {
+		t.Helper()
+		payload, err := json.Marshal(evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Push(context.Background(), id, payload)
+	}
+	expect := func(ids ...string) {
+		t.Helper()
+		for _, ch := range chans {
+			for _, want := range ids {
+				if m := next(t, ch); m.ID != want {
+					t.Fatalf("got event %s, want %s", m.ID, want)
+				}
+			}
+		}
+	}
+
+	before := e.stats()
+	push(e.fake.emit(id, 0, "llm.stream", "llm.stream"))
+	expect("2", "3")
+	push(e.fake.emit(id, 0, "llm.stream"))
+	expect("4")
+	after := e.stats()
+	if q := after.Queries - before.Queries; q != 0 {
+		t.Fatalf("%d queries for events pushed in order; want none", q)
+	}
+	if p := after.Pushes - before.Pushes; p != 2 {
+		t.Fatalf("pushes taken = %d, want 2", p)
+	}
+
+	// Event 5 is in the run but was never pushed: the push of 6 leaves a
+	// gap, and the query it causes brings both.
+	e.fake.emit(id, 0, "dispatch.worker")
+	push(e.fake.emit(id, 0, "llm.stream"))
+	expect("5", "6")
+	if q := e.stats().Queries - after.Queries; q != 1 {
+		t.Fatalf("%d queries after a push with a gap; want 1", q)
+	}
+
+	// A plain notification still queries, and a pushed end ends the streams.
+	before = e.stats()
+	e.fake.emit(id, 0, "llm.stream")
+	b.Notify(context.Background(), id)
+	expect("7")
+	if q := e.stats().Queries - before.Queries; q != 1 {
+		t.Fatalf("%d queries after a plain notification; want 1", q)
+	}
+	push(e.fake.emit(id, 0, "lifecycle.completed"))
+	e.fake.end(id)
+	expect("8")
+	for _, ch := range chans {
+		if _, open := <-ch; open {
+			t.Fatal("the stream went on after the pushed terminal event")
+		}
+	}
+	waitFor(t, "the poller to stop", func() bool { return e.stats().Pollers == 0 })
 }

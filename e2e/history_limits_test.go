@@ -17,6 +17,7 @@ import (
 // Temporal's per-execution limits.
 const (
 	maxSignalsPerExecution = 10000
+	maxUpdatesPerExecution = 2000
 	maxEventsPerExecution  = 51200
 )
 
@@ -120,24 +121,30 @@ func TestHistoryLimitsWorstCase(t *testing.T) {
 		resp = e.executions(fmt.Sprintf("WorkflowId STARTS_WITH 'run-%s'", id))
 		return len(resp) > 0 && resp[0].status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 	})
-	runs, subs, signals, most := 0, 0, 0, 0
+	// Event batches come as updates (models.UpdateEvents) and, past an
+	// execution's update budget or when an update fails, as signals: both
+	// count towards the load the test is about, each against its own limit.
+	runs, subs, signals, updates, most, mostUpdates := 0, 0, 0, 0, 0, 0
 	for _, x := range resp {
-		events, sigs := e.countHistory(x.workflowID, x.runID)
+		events, sigs, ups := e.countHistory(x.workflowID, x.runID)
 		switch x.typ {
 		case models.RunWorkflowName:
 			runs++
 			signals += sigs
+			updates += ups
 			most = max(most, sigs)
+			mostUpdates = max(mostUpdates, ups)
 		case models.SubAgentWorkflowName:
 			subs++
 		}
-		if sigs >= maxSignalsPerExecution || events >= maxEventsPerExecution {
-			t.Errorf("%s/%s: %d events, %d signals", x.workflowID, x.runID, events, sigs)
+		if sigs >= maxSignalsPerExecution || ups >= maxUpdatesPerExecution || events >= maxEventsPerExecution {
+			t.Errorf("%s/%s: %d events, %d signals, %d updates", x.workflowID, x.runID, events, sigs, ups)
 		}
 	}
-	t.Logf("%d signals in all in %v, over %d run executions (at most %d in one); %d sub-agent executions", signals, elapsed.Round(time.Millisecond), runs, most, subs)
-	if signals <= maxSignalsPerExecution {
-		t.Errorf("only %d signals in all: the test does not reach the limit it is about", signals)
+	t.Logf("%d signals and %d event updates in all in %v, over %d run executions (at most %d signals and %d updates in one); %d sub-agent executions",
+		signals, updates, elapsed.Round(time.Millisecond), runs, most, mostUpdates, subs)
+	if signals+updates <= maxSignalsPerExecution {
+		t.Errorf("only %d event batches in all: the test does not reach the limit it is about", signals+updates)
 	}
 	if subs != 2 {
 		t.Errorf("%d sub-agent executions, want 2 (outer, inner)", subs)
@@ -180,7 +187,7 @@ func (e *testEnv) executions(query string) []execution {
 
 // countHistory counts an execution's history events and the signals among
 // them.
-func (e *testEnv) countHistory(workflowID, runID string) (events, signals int) {
+func (e *testEnv) countHistory(workflowID, runID string) (events, signals, updates int) {
 	e.t.Helper()
 	it := e.temporal.GetWorkflowHistory(context.Background(), workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
@@ -189,9 +196,12 @@ func (e *testEnv) countHistory(workflowID, runID string) (events, signals int) {
 			e.t.Fatal(err)
 		}
 		events++
-		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED {
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
 			signals++
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+			updates++
 		}
 	}
-	return events, signals
+	return events, signals, updates
 }

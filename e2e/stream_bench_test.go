@@ -110,6 +110,7 @@ func BenchmarkStreamLatency(b *testing.B) {
 				e := newEnv(b, streamingRules(), onTemporal(addr))
 				hid := e.createHierarchy(referenceHierarchy())
 				var lat latencies
+				stats0 := e.api.StreamStats()
 				for i := 0; b.Loop(); i++ {
 					e.fake.Reset()
 					var wg sync.WaitGroup
@@ -126,6 +127,9 @@ func BenchmarkStreamLatency(b *testing.B) {
 				b.ReportMetric(percentile(lat.token, 0.99), "ms-token-p99")
 				b.ReportMetric(percentile(lat.firstToken, 0.5), "ms-first-token-p50")
 				b.ReportMetric(float64(len(lat.token)), "tokens")
+				stats := e.api.StreamStats()
+				b.ReportMetric(float64(stats.Queries-stats0.Queries)/float64(b.N*concurrent), "queries/run")
+				b.ReportMetric(float64(stats.Pushes-stats0.Pushes)/float64(b.N*concurrent), "pushes/run")
 				b.ReportMetric(0, "ns/op")
 				b.Logf("%d concurrent runs: token latency p50 %.1f ms, p99 %.1f ms; first token p50 %.1f ms (%d tokens)",
 					concurrent, percentile(lat.token, 0.5), percentile(lat.token, 0.99), percentile(lat.firstToken, 0.5), len(lat.token))

@@ -135,6 +135,34 @@ type EventBatch struct {
 	Events   []Event `json:"events"`
 }
 
+// EventDelivery is the workflow's answer to an UpdateEvents batch.
+type EventDelivery struct {
+	// First is the sequence given to the batch's first event; the rest
+	// follow it without a gap. 0: the batch had been applied already.
+	First int64 `json:"first"`
+	// Before holds the events the workflow appended after those it last
+	// handed out in such an answer and before this batch (its own
+	// dispatches, what activities returned or signalled), so that pushed
+	// events join up without a query. Empty when there were none or too
+	// many to carry; a stream that then sees a gap queries.
+	Before []Event `json:"before,omitempty"`
+}
+
+// Sequenced returns before followed by batch's events numbered from first:
+// the events in the run's log, as an EventDelivery describes them.
+func (d EventDelivery) Sequenced(batch []Event) []Event {
+	out := make([]Event, 0, len(d.Before)+len(batch))
+	out = append(out, d.Before...)
+	for i, e := range batch {
+		e.Sequence = d.First + int64(i)
+		if e.Data == nil {
+			e.Data = map[string]any{}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 // EventQuery asks a run's workflow (or the database) for the events after
 // a sequence number, at most MaxBytes of them (encoded) and at most Limit.
 type EventQuery struct {

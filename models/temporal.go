@@ -22,6 +22,13 @@ const (
 	// SignalEvents carries an EventBatch from an activity to its run's
 	// workflow.
 	SignalEvents = "events"
+	// UpdateEvents carries an EventBatch from an activity to its run's
+	// workflow as a Temporal update, answered with an EventDelivery: the
+	// sequences the batch was given, so the activity can hand the
+	// sequenced events to the API's streams without a query. A batch
+	// whose update fails goes as SignalEvents instead; the workflow applies
+	// each batch once, whichever way it came.
+	UpdateEvents = "events"
 	// QueryEvents returns an EventPage: the run's events after a sequence.
 	QueryEvents = "events"
 	// QueryProgress returns the run's Progress.

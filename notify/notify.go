@@ -28,6 +28,32 @@ type Notifier interface {
 	Notify(ctx context.Context, runID string)
 }
 
+// Pusher is a Notifier that can carry data with a wake-up: a run's events
+// that its workflow has numbered, encoded by the caller, so that a poller
+// that holds everything before them can pass them on without a query.
+// The payload is still a hint: a subscriber that cannot use it (a gap
+// before it, a payload lost on the way) queries as after Notify.
+type Pusher interface {
+	Notifier
+	// Push wakes the pollers of runID like Notify and hands them payload.
+	Push(ctx context.Context, runID string, payload []byte)
+}
+
+// PushListener is a Listener whose subscribers also receive the payloads
+// of Push.
+type PushListener interface {
+	Listener
+	// SubscribePushes is Subscribe, with take: it returns the payloads
+	// pushed since the last take, oldest first, and whether a wake-up
+	// without a payload (Notify, or pushes dropped for want of room) came
+	// in that time, which only a query answers.
+	SubscribePushes(runID string) (wake <-chan struct{}, take func() (payloads [][]byte, plain bool), cancel func())
+}
+
+// maxHeldPushes bounds the payloads a subscriber holds between two takes;
+// past it they are dropped and the subscriber told to query.
+const maxHeldPushes = 256
+
 // Listener is the consumer side: the API's poller of a live run subscribes
 // to the run's wake-ups.
 type Listener interface {
@@ -58,6 +84,11 @@ type subscription struct {
 	// already pending, so Notify never blocks and never loses the last
 	// wake-up.
 	ch chan struct{}
+	// pushes says the subscriber takes payloads; the rest are guarded by
+	// the Broker's mu.
+	pushes   bool
+	payloads [][]byte
+	plain    bool
 }
 
 // NewBroker returns a Broker without subscribers.
@@ -66,10 +97,18 @@ func NewBroker() *Broker {
 }
 
 // Notify wakes every current subscriber of runID. It does not block.
-func (b *Broker) Notify(_ context.Context, runID string) {
+func (b *Broker) Notify(_ context.Context, runID string) { b.deliver(runID, nil) }
+
+// Push wakes every current subscriber of runID and hands payload to those
+// that take payloads. It does not block.
+func (b *Broker) Push(_ context.Context, runID string, payload []byte) { b.deliver(runID, payload) }
+
+// deliver wakes runID's subscribers with payload (nil: a plain wake-up).
+func (b *Broker) deliver(runID string, payload []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for s := range b.subs[runID] {
+		s.add(payload)
 		s.wake()
 	}
 }
@@ -81,6 +120,7 @@ func (b *Broker) NotifyAll() {
 	defer b.mu.Unlock()
 	for _, subs := range b.subs {
 		for s := range subs {
+			s.add(nil)
 			s.wake()
 		}
 	}
@@ -98,7 +138,7 @@ func (b *Broker) expectEcho(runID string) {
 // cancelEcho withdraws an expected echo whose NOTIFY failed. If the count
 // is already spent, a notification from elsewhere was dropped in its
 // place, and no echo will come after it: wake the subscribers now.
-func (b *Broker) cancelEcho(runID string) { b.spendEchoOrWake(runID) }
+func (b *Broker) cancelEcho(runID string, payload []byte) { b.spendEchoOrWake(runID, payload) }
 
 // dropEcho spends one expected echo of runID, which has n. b.mu is held.
 func (b *Broker) dropEcho(runID string, n int) {
@@ -114,11 +154,11 @@ func (b *Broker) dropEcho(runID string, n int) {
 // echo from another process's notification that arrives before it; if it
 // drops the latter, the echo still to come wakes the subscribers after it,
 // so nothing is missed.
-func (b *Broker) notifyHeard(runID string) { b.spendEchoOrWake(runID) }
+func (b *Broker) notifyHeard(runID string, payload []byte) { b.spendEchoOrWake(runID, payload) }
 
 // spendEchoOrWake spends one expected echo of runID if there is one, and
-// otherwise wakes the run's subscribers.
-func (b *Broker) spendEchoOrWake(runID string) {
+// otherwise wakes the run's subscribers with payload.
+func (b *Broker) spendEchoOrWake(runID string, payload []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if n := b.echoes[runID]; n > 0 {
@@ -126,6 +166,7 @@ func (b *Broker) spendEchoOrWake(runID string) {
 		return
 	}
 	for s := range b.subs[runID] {
+		s.add(payload)
 		s.wake()
 	}
 }
@@ -142,7 +183,24 @@ func (b *Broker) reconnected() {
 
 // Subscribe implements Listener.
 func (b *Broker) Subscribe(runID string) (<-chan struct{}, func()) {
-	s := &subscription{ch: make(chan struct{}, 1)}
+	return b.subscribe(runID, &subscription{ch: make(chan struct{}, 1)})
+}
+
+// SubscribePushes implements PushListener.
+func (b *Broker) SubscribePushes(runID string) (<-chan struct{}, func() ([][]byte, bool), func()) {
+	s := &subscription{ch: make(chan struct{}, 1), pushes: true}
+	wake, cancel := b.subscribe(runID, s)
+	take := func() ([][]byte, bool) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		payloads, plain := s.payloads, s.plain
+		s.payloads, s.plain = nil, false
+		return payloads, plain
+	}
+	return wake, take, cancel
+}
+
+func (b *Broker) subscribe(runID string, s *subscription) (<-chan struct{}, func()) {
 	b.mu.Lock()
 	subs := b.subs[runID]
 	if subs == nil {
@@ -170,6 +228,22 @@ func (b *Broker) subscribers(runID string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.subs[runID])
+}
+
+// add records what a wake-up brings. The Broker's mu is held.
+func (s *subscription) add(payload []byte) {
+	switch {
+	case !s.pushes:
+	case payload == nil:
+		s.plain = true
+	case len(s.payloads) >= maxHeldPushes:
+		// A subscriber this far behind reads the run with a query.
+		s.payloads, s.plain = nil, true
+	case s.plain:
+		// A query is due anyway, after this push: it covers the events.
+	default:
+		s.payloads = append(s.payloads, payload)
+	}
 }
 
 func (s *subscription) wake() {
@@ -206,6 +280,16 @@ func (m multi) Notify(ctx context.Context, runID string) {
 	}
 }
 
+func (m multi) Push(ctx context.Context, runID string, payload []byte) {
+	for _, n := range m {
+		if p, ok := n.(Pusher); ok {
+			p.Push(ctx, runID, payload)
+		} else {
+			n.Notify(ctx, runID)
+		}
+	}
+}
+
 // Loopback is the Notifier of a process that runs both the worker and the
 // API on PostgreSQL. It wakes b's subscribers at once and sends NOTIFY for
 // the other API processes. The process's own PostgresListener, which must
@@ -219,10 +303,12 @@ type loopback struct {
 	pg *PostgresNotifier
 }
 
-func (l loopback) Notify(ctx context.Context, runID string) {
-	l.b.Notify(ctx, runID)
+func (l loopback) Notify(ctx context.Context, runID string) { l.Push(ctx, runID, nil) }
+
+func (l loopback) Push(ctx context.Context, runID string, payload []byte) {
+	l.b.deliver(runID, payload)
 	l.b.expectEcho(runID)
-	if !l.pg.send(ctx, runID) {
-		l.b.cancelEcho(runID)
+	if !l.pg.send(ctx, runID, payload) {
+		l.b.cancelEcho(runID, nil)
 	}
 }

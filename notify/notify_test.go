@@ -178,7 +178,7 @@ func TestBrokerEchoAccounting(t *testing.T) {
 
 	// The echo of a NOTIFY whose subscribers were woken in process.
 	b.expectEcho("run")
-	b.notifyHeard("run")
+	b.notifyHeard("run", nil)
 	if woken(ch, 20*time.Millisecond) {
 		t.Fatal("the echo of this process's own notification woke the subscriber again")
 	}
@@ -186,11 +186,11 @@ func TestBrokerEchoAccounting(t *testing.T) {
 	// Another process's notification arrives before the echo: dropped in
 	// its place, and the echo, arriving after it, wakes.
 	b.expectEcho("run")
-	b.notifyHeard("run") // the other process's
+	b.notifyHeard("run", nil) // the other process's
 	if woken(ch, 20*time.Millisecond) {
 		t.Fatal("want the notification that arrived first dropped")
 	}
-	b.notifyHeard("run") // the echo
+	b.notifyHeard("run", nil) // the echo
 	if !woken(ch, time.Second) {
 		t.Fatal("the echo after a dropped notification must wake the subscriber")
 	}
@@ -198,19 +198,19 @@ func TestBrokerEchoAccounting(t *testing.T) {
 	// The NOTIFY fails after another process's notification was dropped
 	// in place of its echo: no echo comes, so the subscriber wakes now.
 	b.expectEcho("run")
-	b.notifyHeard("run")
-	b.cancelEcho("run")
+	b.notifyHeard("run", nil)
+	b.cancelEcho("run", nil)
 	if !woken(ch, time.Second) {
 		t.Fatal("a notification dropped for an echo that never comes was lost")
 	}
 
 	// A failed NOTIFY with nothing dropped: no wake-up, no expectation left.
 	b.expectEcho("run")
-	b.cancelEcho("run")
+	b.cancelEcho("run", nil)
 	if woken(ch, 20*time.Millisecond) {
 		t.Fatal("withdrawing an unspent expectation woke the subscriber")
 	}
-	b.notifyHeard("run")
+	b.notifyHeard("run", nil)
 	if !woken(ch, time.Second) {
 		t.Fatal("a notification after a withdrawn expectation was dropped")
 	}
@@ -222,7 +222,7 @@ func TestBrokerEchoAccounting(t *testing.T) {
 	if !woken(ch, time.Second) {
 		t.Fatal("reconnected must wake every subscriber")
 	}
-	b.notifyHeard("run")
+	b.notifyHeard("run", nil)
 	if !woken(ch, time.Second) {
 		t.Fatal("an expectation survived the reconnection and dropped a notification")
 	}
@@ -231,5 +231,72 @@ func TestBrokerEchoAccounting(t *testing.T) {
 	b.mu.Unlock()
 	if left != 0 {
 		t.Fatalf("%d runs with expected echoes left; want none", left)
+	}
+}
+
+// TestBrokerHandsPushesToPushSubscribers: pushed payloads reach a push
+// subscriber in order with their wake-up; a plain notification among them
+// says a query is due, after which payloads are not held (the query covers
+// them); a plain subscriber is only woken.
+func TestBrokerHandsPushesToPushSubscribers(t *testing.T) {
+	b := NewBroker()
+	ctx := context.Background()
+	wake, take, cancel := b.SubscribePushes("run")
+	defer cancel()
+	plainCh, cancelPlain := b.Subscribe("run")
+	defer cancelPlain()
+
+	b.Push(ctx, "run", []byte("1"))
+	b.Push(ctx, "run", []byte("2"))
+	if !woken(wake, time.Second) || !woken(plainCh, time.Second) {
+		t.Fatal("a push did not wake its subscribers")
+	}
+	payloads, plain := take()
+	if plain || len(payloads) != 2 || string(payloads[0]) != "1" || string(payloads[1]) != "2" {
+		t.Fatalf("take = %q, plain %v; want [1 2], false", payloads, plain)
+	}
+	if payloads, plain = take(); plain || len(payloads) != 0 {
+		t.Fatalf("second take = %q, %v; want nothing", payloads, plain)
+	}
+
+	b.Push(ctx, "run", []byte("3"))
+	b.Notify(ctx, "run")
+	b.Push(ctx, "run", []byte("4"))
+	if payloads, plain = take(); !plain || len(payloads) != 1 || string(payloads[0]) != "3" {
+		t.Fatalf("take after a notify = %q, plain %v; want [3], true", payloads, plain)
+	}
+}
+
+// TestBrokerBoundsHeldPushes: a subscriber that does not take is told to
+// query rather than holding pushes without bound.
+func TestBrokerBoundsHeldPushes(t *testing.T) {
+	b := NewBroker()
+	_, take, cancel := b.SubscribePushes("run")
+	defer cancel()
+	for range maxHeldPushes + 1 {
+		b.Push(context.Background(), "run", []byte("x"))
+	}
+	if payloads, plain := take(); !plain || len(payloads) != 0 {
+		t.Fatalf("take = %d payloads, plain %v; want 0, true", len(payloads), plain)
+	}
+}
+
+func TestNotifyTextCarriesAPayloadThatFits(t *testing.T) {
+	for _, tc := range []struct {
+		payload string
+		want    string
+	}{
+		{"", ""},
+		{`[{"sequence":1}]`, `[{"sequence":1}]`},
+		{string(make([]byte, maxNotifyPayload)), ""}, // too big: the run ID alone
+	} {
+		text := notifyText("run-1", []byte(tc.payload))
+		if len(text) > maxNotifyPayload {
+			t.Fatalf("NOTIFY text of %d bytes", len(text))
+		}
+		runID, payload := parseNotifyText(text)
+		if runID != "run-1" || string(payload) != tc.want {
+			t.Fatalf("parse(notifyText(%.20q)) = %q, %.20q; want run-1, %.20q", tc.payload, runID, payload, tc.want)
+		}
 	}
 }

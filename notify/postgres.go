@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,15 +87,43 @@ func NewPostgresNotifier(db *sql.DB, cfg PostgresConfig) *PostgresNotifier {
 
 // Notify implements Notifier. pg_notify outside a transaction is sent at
 // once; a failure is logged (at most once a minute), never returned.
-func (n *PostgresNotifier) Notify(ctx context.Context, runID string) { n.send(ctx, runID) }
+func (n *PostgresNotifier) Notify(ctx context.Context, runID string) { n.send(ctx, runID, nil) }
 
-// send is Notify, reporting whether the NOTIFY was sent.
-func (n *PostgresNotifier) send(ctx context.Context, runID string) bool {
+// Push implements Pusher: the payload travels in the NOTIFY after the run
+// ID and a line break (run IDs have none), unless it would pass
+// PostgreSQL's 8,000-byte limit, when the notification goes without it.
+func (n *PostgresNotifier) Push(ctx context.Context, runID string, payload []byte) {
+	n.send(ctx, runID, payload)
+}
+
+// maxNotifyPayload is PostgreSQL's limit on a NOTIFY payload, less room.
+const maxNotifyPayload = 7900
+
+// notifyText is what a NOTIFY carries: the run ID, and a payload if one
+// fits.
+func notifyText(runID string, payload []byte) string {
+	if len(payload) == 0 || len(runID)+1+len(payload) > maxNotifyPayload {
+		return runID
+	}
+	return runID + "\n" + string(payload)
+}
+
+// parseNotifyText splits what notifyText made.
+func parseNotifyText(text string) (runID string, payload []byte) {
+	runID, rest, ok := strings.Cut(text, "\n")
+	if !ok || rest == "" {
+		return runID, nil
+	}
+	return runID, []byte(rest)
+}
+
+// send is Push, reporting whether the NOTIFY was sent.
+func (n *PostgresNotifier) send(ctx context.Context, runID string, payload []byte) bool {
 	// The caller's context may be cancelled already (a cancelled activity
 	// still flushes its events): the notification belongs with them.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
 	defer cancel()
-	if _, err := n.db.ExecContext(ctx, "SELECT pg_notify($1, $2)", n.channel, runID); err != nil {
+	if _, err := n.db.ExecContext(ctx, "SELECT pg_notify($1, $2)", n.channel, notifyText(runID, payload)); err != nil {
 		failures := n.failures.Add(1)
 		now := time.Now().UnixNano()
 		if last := n.lastWarn.Load(); now-last >= int64(warnEvery) && n.lastWarn.CompareAndSwap(last, now) {
@@ -242,7 +271,7 @@ func (l *PostgresListener) receive(ctx context.Context, conn *pgx.Conn) error {
 		timedOut := wctx.Err() != nil
 		cancel()
 		if n != nil {
-			l.broker.notifyHeard(n.Payload)
+			l.broker.notifyHeard(parseNotifyText(n.Payload))
 		}
 		switch {
 		case err == nil:

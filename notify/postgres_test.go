@@ -289,8 +289,33 @@ func TestLoopbackWithoutPostgres(t *testing.T) {
 	if !woken(ch, 0) {
 		t.Fatal("no in-process wake-up")
 	}
-	b.notifyHeard("run")
+	b.notifyHeard("run", nil)
 	if !woken(ch, time.Second) {
 		t.Fatal("a failed NOTIFY left an expected echo that swallowed the next notification")
+	}
+}
+
+// TestPostgresPushCarriesPayloads: a push through PostgreSQL reaches
+// another process's push subscriber with its payload; one too big for a
+// NOTIFY arrives as a plain wake-up, which tells the subscriber to query.
+func TestPostgresPushCarriesPayloads(t *testing.T) {
+	e := newPGEnv(t)
+	wake, take, cancel := e.broker.SubscribePushes("run-1")
+	defer cancel()
+
+	e.notifier.Push(context.Background(), "run-1", []byte(`[{"sequence":7}]`))
+	if !woken(wake, 5*time.Second) {
+		t.Fatal("the push did not reach the run's subscriber")
+	}
+	if payloads, plain := take(); plain || len(payloads) != 1 || string(payloads[0]) != `[{"sequence":7}]` {
+		t.Fatalf("take = %q, plain %v; want the payload", payloads, plain)
+	}
+
+	e.notifier.Push(context.Background(), "run-1", make([]byte, 2*maxNotifyPayload))
+	if !woken(wake, 5*time.Second) {
+		t.Fatal("the oversized push did not wake the subscriber")
+	}
+	if payloads, plain := take(); !plain || len(payloads) != 0 {
+		t.Fatalf("take = %d payloads, plain %v; want a plain wake-up", len(payloads), plain)
 	}
 }

@@ -7,3 +7,11 @@ func SetContinueAsNewSignals(n int) func() {
 	continueAsNewSignals = n
 	return func() { continueAsNewSignals = old }
 }
+
+// SetMaxEventUpdates sets how many event updates an execution takes
+// before its validator refuses them, and returns what restores it.
+func SetMaxEventUpdates(n int) func() {
+	old := maxEventUpdates
+	maxEventUpdates = n
+	return func() { maxEventUpdates = old }
+}

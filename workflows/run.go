@@ -48,6 +48,11 @@ type runWorkflow struct {
 	// signalsSeen counts the event batches (signals) this execution has
 	// received.
 	signalsSeen int
+	// updatesSeen counts the event batches this execution has taken as
+	// updates (models.UpdateEvents), and pushedUpTo is the last sequence
+	// an update's answer has handed out (see delivery.go).
+	updatesSeen int
+	pushedUpTo  int64
 	// gate holds new steps while the run is paused; nil without pause
 	// (changePause).
 	gate *pauseGate
@@ -142,6 +147,9 @@ func (w *runWorkflow) setup(ctx workflow.Context) error {
 	// be after the main coroutine has already appended what must follow it.
 	w.signals = workflow.GetSignalChannel(ctx, models.SignalEvents)
 	workflow.Go(bg, w.persistLoop)
+	if err := w.setupDelivery(ctx); err != nil {
+		return err
+	}
 	if err := w.setupSteer(ctx); err != nil {
 		return err
 	}
@@ -224,7 +232,7 @@ var continueAsNewSignals = 5000
 func (w *runWorkflow) historyLong(ctx workflow.Context) bool {
 	info := workflow.GetInfo(ctx)
 	return info.GetCurrentHistoryLength() >= w.in.Options.ContinueAsNewAfter || info.GetContinueAsNewSuggested() ||
-		(w.turnContinueAsNew && w.signalsSeen >= continueAsNewSignals)
+		(w.turnContinueAsNew && (w.signalsSeen >= continueAsNewSignals || w.updatesSeen >= continueAsNewUpdates))
 }
 
 // suspendTurn is what a team turn asks between two steps: whether to stop
@@ -1162,8 +1170,9 @@ func (w *runWorkflow) drainSignals() {
 
 // applyBatch appends an activity's events, once per batch, and follows
 // dispatch events to keep the progress current.
-func (w *runWorkflow) applyBatch(b models.EventBatch) {
-	for _, e := range w.state.Log.ApplyBatch(b) {
+func (w *runWorkflow) applyBatch(b models.EventBatch) []models.Event {
+	applied := w.state.Log.ApplyBatch(b)
+	for _, e := range applied {
 		switch {
 		case e.Event.Category == models.CategoryDispatch && e.Event.Action == models.ActionWorker:
 			w.state.CurrentWorker, _ = e.Data["worker_name"].(string)
@@ -1172,6 +1181,7 @@ func (w *runWorkflow) applyBatch(b models.EventBatch) {
 			w.state.CurrentWorker = ""
 		}
 	}
+	return applied
 }
 
 func (w *runWorkflow) progress() models.Progress {

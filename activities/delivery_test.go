@@ -1,0 +1,135 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/op-stack/executor/models"
+)
+
+// fakeRunLog is a fake run workflow for the publisher: it numbers the
+// batches it takes by update (DeliverEvents) or signal (PublishEvents)
+// like models.EventLog, and records what was pushed to the streams.
+type fakeRunLog struct {
+	mu        sync.Mutex
+	log       models.EventLog
+	updateErr error // every update fails with it
+	updates   int
+	signals   int
+	pushed    []models.Event
+	plain     int
+}
+
+func (f *fakeRunLog) DeliverEvents(_ context.Context, _ string, b models.EventBatch) (models.EventDelivery, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.updates++
+	if f.updateErr != nil {
+		return models.EventDelivery{}, f.updateErr
+	}
+	var d models.EventDelivery
+	if applied := f.log.ApplyBatch(b); len(applied) > 0 {
+		d.First = applied[0].Sequence
+	}
+	return d, nil
+}
+
+func (f *fakeRunLog) PublishEvents(_ context.Context, _ string, b models.EventBatch) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.signals++
+	f.log.ApplyBatch(b)
+	return nil
+}
+
+func (f *fakeRunLog) Notify(context.Context, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.plain++
+}
+
+func (f *fakeRunLog) Push(_ context.Context, _ string, payload []byte) {
+	var evs []models.Event
+	if err := json.Unmarshal(payload, &evs); err != nil {
+		panic(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pushed = append(f.pushed, evs...)
+}
+
+// TestPublisherDeliversByUpdateAndPushes: a streaming call's batches go as
+// updates, and the events pushed to the streams carry exactly the
+// sequences the run's log gave them, in order, without a gap.
+func TestPublisherDeliversByUpdateAndPushes(t *testing.T) {
+	run := &fakeRunLog{}
+	acts := &Activities{
+		LLM:    slowLLM{n: 12, delay: 10 * time.Millisecond, text: "tok "},
+		Events: run, Notifier: run, FlushInterval: 20 * time.Millisecond,
+		Log: slog.New(slog.DiscardHandler),
+	}
+	if _, err := acts.Respond(context.Background(), respondInput("r1")); err != nil {
+		t.Fatal(err)
+	}
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	if run.updates == 0 || run.signals != 0 {
+		t.Fatalf("updates %d, signals %d; want updates only", run.updates, run.signals)
+	}
+	if len(run.pushed) == 0 {
+		t.Fatal("nothing was pushed to the streams")
+	}
+	for i, e := range run.pushed {
+		held := run.log.Events[e.Sequence-1]
+		if e.Sequence != int64(i+1) || held.Event != e.Event || held.Data["content"] != e.Data["content"] {
+			t.Fatalf("pushed event %d is %d %s %q; the log has %d %s %q", i, e.Sequence, e.Event, e.Data["content"], held.Sequence, held.Event, held.Data["content"])
+		}
+	}
+}
+
+// TestPublisherSignalsWhenUpdatesFail: a failed update sends the same
+// batch by signal and notifies; a server that refuses updates as
+// unsupported switches them off for the process.
+func TestPublisherSignalsWhenUpdatesFail(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		stopped bool
+	}{
+		{"rejected", errors.New("fake: update rejected"), false},
+		{"unsupported", serviceerror.NewUnimplemented("fake: no updates"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := &fakeRunLog{updateErr: tc.err}
+			acts := &Activities{
+				LLM:    slowLLM{n: 12, delay: 10 * time.Millisecond, text: "tok "},
+				Events: run, Notifier: run, FlushInterval: 20 * time.Millisecond,
+				Log: slog.New(slog.DiscardHandler),
+			}
+			if _, err := acts.Respond(context.Background(), respondInput("r1")); err != nil {
+				t.Fatal(err)
+			}
+			run.mu.Lock()
+			defer run.mu.Unlock()
+			if run.signals == 0 || run.plain < run.signals || len(run.pushed) != 0 {
+				t.Fatalf("signals %d, plain notifications %d, pushed %d; want every batch signalled and notified, none pushed", run.signals, run.plain, len(run.pushed))
+			}
+			if tc.stopped && run.updates != 1 {
+				t.Fatalf("%d updates tried after the server refused them; want 1", run.updates)
+			}
+			if !tc.stopped && run.updates != run.signals {
+				t.Fatalf("%d updates, %d signals; want an update tried before each signal", run.updates, run.signals)
+			}
+			if acts.updatesOff.Load() != tc.stopped {
+				t.Fatalf("updates off = %v, want %v", acts.updatesOff.Load(), tc.stopped)
+			}
+		})
+	}
+}
