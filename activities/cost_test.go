@@ -71,3 +71,23 @@ func TestRespondWithoutAPriceHasAnUnknownCost(t *testing.T) {
 		t.Errorf("llm.usage events = %+v", usage)
 	}
 }
+
+// A call's record carries its agent's team and path: a sub-agent's, the
+// team of the worker that delegated to it.
+func TestCallRecordCarriesTeamAndPath(t *testing.T) {
+	acts := &Activities{LLM: pricedLLM{}, Events: &fakeSink{}, Prices: pricing.Table{}}
+	in := costInput("priced")
+	team := "research"
+	in.Source = models.SubAgentSource(models.Source{AgentID: "w-1", AgentType: models.AgentTypeWorker, TeamName: &team, Depth: 2, Path: []string{"gs", "ts", "w-1"}},
+		&models.SubAgent{ID: "sa-1", Name: "lookup"})
+	res, err := acts.Respond(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Calls) != 1 {
+		t.Fatalf("calls = %+v", res.Calls)
+	}
+	if c := res.Calls[0]; c.TeamName != "research" || len(c.AgentPath) != 4 || c.AgentPath[3] != "sa-1" {
+		t.Errorf("call record = %+v", c)
+	}
+}

@@ -450,5 +450,15 @@ func llmCallRecord(pub *publisher, source models.Source, purpose, model string, 
 		Attempt:      int(pub.attempt),
 		LatencyMs:    latency.Milliseconds(),
 		FirstTokenMs: firstToken.Milliseconds(),
+		TeamName:     teamOf(source),
+		AgentPath:    source.Path,
 	}
+}
+
+// teamOf is the team a source works in, "" for the global supervisor.
+func teamOf(s models.Source) string {
+	if s.TeamName == nil {
+		return ""
+	}
+	return *s.TeamName
 }

@@ -50,6 +50,10 @@ type Results struct {
 	// UsageByAgent rolls up the recorded calls per agent_id: supervisors,
 	// workers and sub-agents, in the order of their first call.
 	UsageByAgent OrderedMap[*AgentMetrics] `json:"usage_by_agent"`
+	// UsageBySubAgent rolls up the recorded calls of sub-agents per
+	// agent_id, in the order of their first call, with the teams they
+	// worked for and the agents that called them.
+	UsageBySubAgent OrderedMap[*SubAgentMetrics] `json:"usage_by_sub_agent"`
 	// The task and the hierarchy's name head the Markdown report.
 	task, name string
 }
@@ -78,9 +82,19 @@ type TeamResult struct {
 	// finished before it failed.
 	Partial bool                     `json:"partial,omitempty"`
 	Agents  OrderedMap[*AgentResult] `json:"agents"`
-	// Metrics roll up the team's recorded calls: its workers' and its
-	// supervisor's (when the hierarchy still names it).
+	// Metrics roll up the team's recorded calls: its supervisor's, its
+	// workers' and their sub-agents' (calls recorded with the team's name;
+	// for calls stored before llm_call had a team, its workers' and its
+	// supervisor's when the hierarchy still names it).
 	Metrics AgentMetrics `json:"metrics"`
+}
+
+// SubAgentMetrics are one sub-agent's figures from its recorded calls,
+// with the teams it worked for and the agent_ids of its callers.
+type SubAgentMetrics struct {
+	AgentMetrics
+	Teams   []string `json:"teams"`
+	Callers []string `json:"callers"`
 }
 
 // AgentResult is one worker's part of a team's result. Output joins the
@@ -92,6 +106,10 @@ type AgentResult struct {
 	ToolsUsed []string     `json:"tools_used"`
 	Model     string       `json:"model,omitempty"`
 	Metrics   AgentMetrics `json:"metrics"`
+	// SubAgentUsage rolls up the calls of the sub-agents the worker
+	// delegated to, nested ones included (not in Metrics, which are the
+	// worker's own calls).
+	SubAgentUsage AgentMetrics `json:"sub_agent_usage"`
 }
 
 // AgentMetrics are one agent's figures from its recorded LLM calls.
@@ -153,6 +171,9 @@ type ExecutionMetrics struct {
 	// CostUnknown says some successful call's model has no price.
 	TotalCostUSD float64 `json:"total_cost_usd"`
 	CostUnknown  bool    `json:"cost_unknown"`
+	// SubAgentUsage rolls up the calls of every sub-agent of the run
+	// (included in the totals above).
+	SubAgentUsage AgentMetrics `json:"sub_agent_usage"`
 }
 
 // OrderedMap is a JSON object that keeps its keys in insertion order, so
@@ -256,6 +277,10 @@ func BuildResults(in ResultsInput) *Results {
 	}
 
 	perAgent := map[string]*AgentMetrics{}
+	// perTeam sums the calls recorded with a team; subOf the sub-agent
+	// calls below each worker (by the worker's agent_id).
+	perTeam := map[string]*AgentMetrics{}
+	subOf := map[string]*AgentMetrics{}
 	var okCalls int
 	var okLatency int64
 	for _, c := range in.Calls {
@@ -265,6 +290,32 @@ func BuildResults(in ResultsInput) *Results {
 			perAgent[c.AgentID] = m
 		}
 		m.add(c)
+		if c.TeamName != "" {
+			if perTeam[c.TeamName] == nil {
+				perTeam[c.TeamName] = &AgentMetrics{}
+			}
+			perTeam[c.TeamName].add(c)
+		}
+		if c.SubAgentCall() {
+			out.Metrics.SubAgentUsage.add(c)
+			worker := c.AgentPath[2]
+			if subOf[worker] == nil {
+				subOf[worker] = &AgentMetrics{}
+			}
+			subOf[worker].add(c)
+			sm, seen := out.UsageBySubAgent.Get(c.AgentID)
+			if !seen {
+				sm = &SubAgentMetrics{Teams: []string{}, Callers: []string{}}
+				out.UsageBySubAgent.Set(c.AgentID, sm)
+			}
+			sm.add(c)
+			if c.TeamName != "" && !contains(sm.Teams, c.TeamName) {
+				sm.Teams = append(sm.Teams, c.TeamName)
+			}
+			if caller := c.AgentPath[len(c.AgentPath)-2]; !contains(sm.Callers, caller) {
+				sm.Callers = append(sm.Callers, caller)
+			}
+		}
 		var run AgentMetrics
 		run.add(c)
 		out.Metrics.TotalCostUSD += run.CostUSD
@@ -286,6 +337,11 @@ func BuildResults(in ResultsInput) *Results {
 		out.Metrics.TotalCostUSD, out.Metrics.CostUnknown = res.Usage.CostUSD, res.Usage.CostUnknown
 	}
 	out.Metrics.TotalCostUSD = roundCost(out.Metrics.TotalCostUSD)
+	out.Metrics.SubAgentUsage = out.Metrics.SubAgentUsage.rounded()
+	for _, k := range out.UsageBySubAgent.Keys() {
+		sm, _ := out.UsageBySubAgent.Get(k)
+		sm.AgentMetrics = sm.AgentMetrics.rounded()
+	}
 	for _, c := range in.Calls {
 		if _, seen := out.UsageByAgent.Get(c.AgentID); !seen {
 			m := perAgent[c.AgentID].rounded()
@@ -337,6 +393,9 @@ func BuildResults(in ResultsInput) *Results {
 				if m := perAgent[w.AgentID]; m != nil {
 					ar.Metrics = m.rounded()
 				}
+				if m := subOf[w.AgentID]; m != nil {
+					ar.SubAgentUsage = m.rounded()
+				}
 				tr.Agents.Set(w.AgentID, ar)
 			}
 			if ar.Output != "" && w.Output != "" {
@@ -355,21 +414,7 @@ func BuildResults(in ResultsInput) *Results {
 		if tr.Status != models.TeamSkipped {
 			out.ExecutionSummary.TeamsExecuted++
 		}
-		var tm AgentMetrics
-		for _, aid := range tr.Agents.Keys() {
-			if m := perAgent[aid]; m != nil {
-				tm.sum(*m)
-			}
-		}
-		sup := in.Supervisors[k]
-		if sup == "" {
-			sup = in.Supervisors[tr.TeamName]
-		}
-		if _, isWorker := tr.Agents.Get(sup); !isWorker && perAgent[sup] != nil {
-			m := perAgent[sup]
-			tm.sum(*m)
-		}
-		tr.Metrics = tm.rounded()
+		tr.Metrics = teamMetrics(in, k, tr, perAgent, perTeam).rounded()
 	}
 	out.ExecutionSummary.AgentsInvolved = len(agents)
 
@@ -402,6 +447,36 @@ func BuildResults(in ResultsInput) *Results {
 		out.addError(models.ErrorInfo{ErrorCode: code, Message: run.Error, Timestamp: models.FormatTimestamp(at), Context: map[string]any{"status": run.Status}})
 	}
 	return out
+}
+
+// teamMetrics rolls up a team's calls: those recorded with its name
+// (supervisor, workers and their sub-agents), plus, for calls stored before
+// llm_call had a team, its workers' and its supervisor's by agent_id.
+func teamMetrics(in ResultsInput, key string, tr *TeamResult, perAgent, perTeam map[string]*AgentMetrics) AgentMetrics {
+	var tm AgentMetrics
+	if m := perTeam[tr.TeamName]; m != nil {
+		tm.sum(*m)
+	}
+	legacy := func(agentID string) {
+		for _, c := range in.Calls {
+			if c.AgentID == agentID && c.TeamName == "" && c.AgentPath == nil {
+				tm.add(c)
+			}
+		}
+	}
+	for _, aid := range tr.Agents.Keys() {
+		if perAgent[aid] != nil {
+			legacy(aid)
+		}
+	}
+	sup := in.Supervisors[key]
+	if sup == "" {
+		sup = in.Supervisors[tr.TeamName]
+	}
+	if _, isWorker := tr.Agents.Get(sup); !isWorker && perAgent[sup] != nil {
+		legacy(sup)
+	}
+	return tm
 }
 
 // addError adds e unless an error with the same message is listed: the

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/op-stack/executor/config"
+	"github.com/op-stack/executor/llm/llmfake"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/pricing"
 )
@@ -118,5 +119,134 @@ func TestRunCost(t *testing.T) {
 			t.Fatalf("no workflow for %s", query)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// A worker that delegates: the sub-agent's calls are recorded with the
+// worker's team and their path, so the team's cost in the results includes
+// them; usage_by_sub_agent, the worker's and the run's sub_agent_usage and
+// the workflow's team turn usage show them.
+func TestSubAgentCost(t *testing.T) {
+	prices := pricing.Table{"test-model": {Input: 2, Output: 10}}
+	rules := []llmfake.Rule{
+		{Name: "searcher after", SystemContains: "W-SEARCHER", HasToolResult: true, Responses: contentResponses("searcher: done")},
+		{Name: "searcher first", SystemContains: "W-SEARCHER", Responses: []llmfake.Response{
+			{ToolCalls: []llmfake.ToolCall{toolCall("delegate", `{"name": "helper", "task": "look it up"}`)}},
+		}},
+		{Name: "helper", SystemContains: "SUB-HELPER", Responses: contentResponses("helper: found it")},
+	}
+	e := newEnv(t, withUsage(append(rules, referenceRules(nil)...)), withConfig(func(c *config.Config) { c.LLMPrices = prices }))
+	e.mustPost("/subagents/create", map[string]any{"id": "sa-helper", "name": "helper", "system_prompt": "SUB-HELPER You look things up."}, nil)
+	body := referenceHierarchy()
+	searcher := body["teams"].([]any)[0].(map[string]any)["workers"].([]any)[0].(map[string]any)
+	searcher["sub_agents"] = []string{"helper"}
+	id := e.startRun(e.createHierarchy(body), "delegate")
+	v := e.waitRun(id, time.Minute)
+	if v.Status != models.RunCompleted {
+		t.Fatalf("run ended %s: %s", v.Status, v.Error)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+	calls, err := e.store.LLMCalls(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var research, sub float64
+	var subTokens, researchCalls int
+	for _, c := range calls {
+		if c.CostUSD == nil {
+			t.Fatalf("call %s has no cost", c.ID)
+		}
+		if c.AgentID == "sa-helper" {
+			if c.TeamName != "research" || len(c.AgentPath) != 4 || c.AgentPath[2] != "w-searcher" || c.AgentPath[3] != "sa-helper" {
+				t.Errorf("sub-agent call %s: team %q, path %v", c.ID, c.TeamName, c.AgentPath)
+			}
+			sub += *c.CostUSD
+			subTokens += c.TotalTokens
+		}
+		switch c.AgentID {
+		case "ts-research", "w-searcher", "w-analyst", "sa-helper":
+			research += *c.CostUSD
+			researchCalls++
+			if c.TeamName != "research" {
+				t.Errorf("call %s of %s has team %q", c.ID, c.AgentID, c.TeamName)
+			}
+		case "gs-1":
+			if c.TeamName != "" || len(c.AgentPath) != 1 {
+				t.Errorf("global supervisor call %s: team %q, path %v", c.ID, c.TeamName, c.AgentPath)
+			}
+		}
+	}
+	if sub == 0 {
+		t.Fatal("no sub-agent call recorded")
+	}
+
+	var r struct {
+		TeamResults map[string]struct {
+			TeamName string `json:"team_name"`
+			Metrics  struct {
+				CostUSD      float64 `json:"cost_usd"`
+				APICallsMade int     `json:"api_calls_made"`
+			} `json:"metrics"`
+			Agents map[string]struct {
+				SubAgentUsage struct {
+					CostUSD    float64 `json:"cost_usd"`
+					TokensUsed int     `json:"tokens_used"`
+				} `json:"sub_agent_usage"`
+			} `json:"agents"`
+		} `json:"team_results"`
+		Metrics struct {
+			SubAgentUsage struct {
+				CostUSD float64 `json:"cost_usd"`
+			} `json:"sub_agent_usage"`
+		} `json:"metrics"`
+		UsageBySubAgent map[string]struct {
+			CostUSD float64  `json:"cost_usd"`
+			Teams   []string `json:"teams"`
+			Callers []string `json:"callers"`
+		} `json:"usage_by_sub_agent"`
+	}
+	e.mustPost("/runs/results", map[string]any{"id": id}, &r)
+	found := false
+	for _, tr := range r.TeamResults {
+		if tr.TeamName != "research" {
+			continue
+		}
+		found = true
+		if !near(tr.Metrics.CostUSD, research) || tr.Metrics.APICallsMade != researchCalls {
+			t.Errorf("research metrics = %+v, want cost %v over %d calls (sub-agent included)", tr.Metrics, research, researchCalls)
+		}
+		if s := tr.Agents["w-searcher"].SubAgentUsage; !near(s.CostUSD, sub) || s.TokensUsed != subTokens {
+			t.Errorf("searcher's sub_agent_usage = %+v, want cost %v", s, sub)
+		}
+	}
+	if !found {
+		t.Fatalf("no research team in %+v", r.TeamResults)
+	}
+	if !near(r.Metrics.SubAgentUsage.CostUSD, sub) {
+		t.Errorf("metrics.sub_agent_usage = %+v, want %v", r.Metrics.SubAgentUsage, sub)
+	}
+	if h := r.UsageBySubAgent["sa-helper"]; !near(h.CostUSD, sub) || len(h.Teams) != 1 || h.Teams[0] != "research" || len(h.Callers) != 1 || h.Callers[0] != "w-searcher" {
+		t.Errorf("usage_by_sub_agent = %+v", r.UsageBySubAgent)
+	}
+
+	// The workflow's roll-up: the research turn's usage holds its
+	// supervisor, its workers and the sub-agent.
+	res := v.Result
+	if res.SubAgentUsage.TotalTokens != subTokens || !near(res.SubAgentUsage.CostUSD, sub) {
+		t.Errorf("run's sub_agent_usage = %+v, want %d tokens", res.SubAgentUsage, subTokens)
+	}
+	for _, turn := range res.Teams {
+		if turn.TeamName != "research" {
+			continue
+		}
+		if !near(turn.Usage.CostUSD, research) {
+			t.Errorf("research turn usage = %+v, want cost %v", turn.Usage, research)
+		}
+		for _, w := range turn.Workers {
+			if w.AgentID == "w-searcher" && (w.SubAgentUsage == nil || w.SubAgentUsage.TotalTokens != subTokens) {
+				t.Errorf("searcher's sub_agent_usage = %+v", w.SubAgentUsage)
+			}
+		}
 	}
 }

@@ -272,6 +272,9 @@ type TeamOutput struct {
 	// Partial marks a failed (or stopped) turn whose Workers are the
 	// workers that finished before it failed.
 	Partial bool `json:"partial,omitempty"`
+	// Usage is what the turn spent: its supervisor's decisions and its
+	// workers' turns, their sub-agents included.
+	Usage Usage `json:"usage"`
 }
 
 // WorkerOutput is one worker call's answer. In a workflow's state, Output
@@ -290,7 +293,10 @@ type WorkerOutput struct {
 	OutputTruncated bool   `json:"output_truncated,omitempty"`
 	Model           string `json:"model"`
 	Offline         bool   `json:"offline,omitempty"`
-	Usage           Usage  `json:"usage"`
+	// Usage is what the worker's turn spent, its sub-agents included;
+	// SubAgentUsage is its sub-agents' part (a failed sub-agent's too).
+	Usage         Usage  `json:"usage"`
+	SubAgentUsage *Usage `json:"sub_agent_usage,omitempty"`
 	// ToolsUsed lists the tools the worker called in its turn, in order,
 	// each once (delegate included).
 	ToolsUsed []string `json:"tools_used,omitempty"`
@@ -348,6 +354,9 @@ type RunResult struct {
 	Warnings    []string     `json:"warnings,omitempty"`
 	Errors      []ErrorInfo  `json:"errors,omitempty"`
 	Usage       Usage        `json:"usage"`
+	// SubAgentUsage is the part of Usage spent by the sub-agents the
+	// workers delegated to (the workers' SubAgentUsage summed).
+	SubAgentUsage Usage `json:"sub_agent_usage"`
 	// Offline says some answer of the run came from the built-in offline
 	// model (placeholder text). The API sets it when it reads a run (from
 	// the run's usage records and workers); workflows leave it unset.
@@ -740,6 +749,18 @@ type SubAgentResult struct {
 	Delegations int `json:"delegations,omitempty"`
 }
 
+// ErrSubAgentFailed is the application error type of a failed
+// SubAgentWorkflow; its details are a SubAgentFailure.
+const ErrSubAgentFailed = "SubAgentFailed"
+
+// SubAgentFailure is what a failed sub-agent reports in its failure's
+// details: what it spent before it failed (its LLM calls that finished and
+// its own sub-agents'), so its caller counts it in usage and budgets.
+type SubAgentFailure struct {
+	Usage       Usage `json:"usage"`
+	Delegations int   `json:"delegations,omitempty"`
+}
+
 // LLMCallRecord is one model call's usage record (table llm_call). Its ID
 // names the activity attempt (workflow, Temporal run, activity, attempt)
 // and the call within it, so storing it twice stores it once.
@@ -761,6 +782,11 @@ type LLMCallRecord struct {
 	// CostUSD is the call's cost; nil when it failed or its model has no
 	// price.
 	CostUSD *float64 `json:"cost_usd,omitempty"`
+	// TeamName is the team the call's agent worked in (a sub-agent's is
+	// its caller's team); empty for the global supervisor. AgentPath is the
+	// agent's path from the global supervisor (Source.Path).
+	TeamName  string   `json:"team_name,omitempty"`
+	AgentPath []string `json:"agent_path,omitempty"`
 }
 
 // AnswerRecord is what a workflow stores after an LLM activity that

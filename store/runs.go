@@ -255,9 +255,20 @@ type LLMCall struct {
 	Error            string
 	// CostUSD is the call's cost in US dollars; NULL when the call failed
 	// or its model has no price.
-	CostUSD   *float64 `gorm:"column:cost_usd"`
+	CostUSD *float64 `gorm:"column:cost_usd"`
+	// TeamName is the team the call was made in ('' for the global
+	// supervisor's calls and calls stored before the column); a
+	// sub-agent's calls carry the team of the worker that delegated.
+	TeamName string
+	// AgentPath is the agent's path of agent_ids from the global
+	// supervisor; nil for calls stored before the column.
+	AgentPath []string `gorm:"serializer:json"`
 	CreatedAt time.Time
 }
+
+// SubAgentCall tells whether the call was a sub-agent's: its path runs
+// below a worker (global supervisor, team supervisor, worker, sub-agent…).
+func (c LLMCall) SubAgentCall() bool { return len(c.AgentPath) > 3 }
 
 func (LLMCall) TableName() string { return "llm_call" }
 
@@ -279,7 +290,7 @@ func LLMCallFromRecord(r models.LLMCallRecord) *LLMCall {
 		ID: r.ID, RunID: r.RunID, AgentID: r.AgentID, Purpose: r.Purpose, Model: r.Model, Provider: r.Provider,
 		Attempt: r.Attempt, Status: r.Status, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
 		TotalTokens: r.TotalTokens, LatencyMs: r.LatencyMs, FirstTokenMs: r.FirstTokenMs, Error: r.Error,
-		CostUSD: r.CostUSD,
+		CostUSD: r.CostUSD, TeamName: r.TeamName, AgentPath: r.AgentPath,
 	}
 }
 

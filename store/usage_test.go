@@ -40,3 +40,31 @@ func TestRunUsageSumsCallsAndCosts(t *testing.T) {
 		}
 	})
 }
+
+// A call's team and agent path are stored and read back; a call without
+// them (as stored before the columns) reads back without them.
+func TestLLMCallTeamAndPath(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		for _, c := range []*store.LLMCall{
+			{ID: "c/1", RunID: "r1", Status: "ok", TeamName: "research", AgentPath: []string{"gs", "ts", "w", "sa/1"}},
+			{ID: "c/2", RunID: "r1", Status: "ok"},
+		} {
+			if err := st.RecordLLMCall(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		calls, err := st.LLMCalls(ctx, "r1")
+		if err != nil || len(calls) != 2 {
+			t.Fatalf("calls = %+v, %v", calls, err)
+		}
+		byID := map[string]store.LLMCall{calls[0].ID: calls[0], calls[1].ID: calls[1]}
+		sub := byID["c/1"]
+		if sub.TeamName != "research" || len(sub.AgentPath) != 4 || sub.AgentPath[3] != "sa/1" || !sub.SubAgentCall() {
+			t.Errorf("sub-agent call = %+v", sub)
+		}
+		if old := byID["c/2"]; old.TeamName != "" || old.AgentPath != nil || old.SubAgentCall() {
+			t.Errorf("call without team = %+v", old)
+		}
+	})
+}
