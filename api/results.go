@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -114,9 +115,14 @@ type AgentResult struct {
 
 // AgentMetrics are one agent's figures from its recorded LLM calls.
 type AgentMetrics struct {
-	TokensUsed     int     `json:"tokens_used"`
-	APICallsMade   int     `json:"api_calls_made"`
-	ProcessingTime float64 `json:"processing_time"` // seconds, every call's latency summed
+	TokensUsed int `json:"tokens_used"`
+	// CachedTokens, CacheWriteTokens and ReasoningTokens are the parts of
+	// TokensUsed priced at their own rates (see docs/cost-and-budgets.md).
+	CachedTokens     int     `json:"cached_tokens"`
+	CacheWriteTokens int     `json:"cache_write_tokens"`
+	ReasoningTokens  int     `json:"reasoning_tokens"`
+	APICallsMade     int     `json:"api_calls_made"`
+	ProcessingTime   float64 `json:"processing_time"` // seconds, every call's latency summed
 	// CostUSD is what the agent's calls cost; CostUnknown says some
 	// successful call's model has no price (CostUSD is then the priced
 	// calls' part).
@@ -128,6 +134,9 @@ type AgentMetrics struct {
 func (m *AgentMetrics) add(c store.LLMCall) {
 	m.APICallsMade++
 	m.TokensUsed += c.TotalTokens
+	m.CachedTokens += c.CachedTokens
+	m.CacheWriteTokens += c.CacheWriteTokens
+	m.ReasoningTokens += c.ReasoningTokens
 	m.ProcessingTime += float64(c.LatencyMs) / 1000
 	switch {
 	case c.CostUSD != nil:
@@ -141,6 +150,9 @@ func (m *AgentMetrics) add(c store.LLMCall) {
 func (m *AgentMetrics) sum(o AgentMetrics) {
 	m.APICallsMade += o.APICallsMade
 	m.TokensUsed += o.TokensUsed
+	m.CachedTokens += o.CachedTokens
+	m.CacheWriteTokens += o.CacheWriteTokens
+	m.ReasoningTokens += o.ReasoningTokens
 	m.ProcessingTime += o.ProcessingTime
 	m.CostUSD += o.CostUSD
 	m.CostUnknown = m.CostUnknown || o.CostUnknown
@@ -163,7 +175,11 @@ type FinalOutput struct {
 // ExecutionMetrics are spec 001's metrics, computed from the run's llm_call
 // records: every attempt of every LLM call counts as one API call.
 type ExecutionMetrics struct {
-	TotalTokensUsed     int     `json:"total_tokens_used"`
+	TotalTokensUsed int `json:"total_tokens_used"`
+	// The parts of TotalTokensUsed priced at their own rates.
+	CachedTokens        int     `json:"cached_tokens"`
+	CacheWriteTokens    int     `json:"cache_write_tokens"`
+	ReasoningTokens     int     `json:"reasoning_tokens"`
 	APICallsMade        int     `json:"api_calls_made"`
 	SuccessRate         float64 `json:"success_rate"`          // ok calls / all calls; 0 without calls
 	AverageResponseTime float64 `json:"average_response_time"` // seconds, mean latency of ok calls
@@ -321,6 +337,9 @@ func BuildResults(in ResultsInput) *Results {
 		out.Metrics.TotalCostUSD += run.CostUSD
 		out.Metrics.CostUnknown = out.Metrics.CostUnknown || run.CostUnknown
 		out.Metrics.TotalTokensUsed += c.TotalTokens
+		out.Metrics.CachedTokens += c.CachedTokens
+		out.Metrics.CacheWriteTokens += c.CacheWriteTokens
+		out.Metrics.ReasoningTokens += c.ReasoningTokens
 		if c.Status == "ok" && c.Provider == llm.OfflineProvider {
 			out.Offline = true
 		}
@@ -334,6 +353,7 @@ func BuildResults(in ResultsInput) *Results {
 		out.Metrics.SuccessRate = round(float64(okCalls)/float64(len(in.Calls)), 4)
 	} else {
 		out.Metrics.TotalTokensUsed = res.Usage.TotalTokens
+		out.Metrics.CachedTokens, out.Metrics.CacheWriteTokens, out.Metrics.ReasoningTokens = res.Usage.CachedTokens, res.Usage.CacheWriteTokens, res.Usage.ReasoningTokens
 		out.Metrics.TotalCostUSD, out.Metrics.CostUnknown = res.Usage.CostUSD, res.Usage.CostUnknown
 	}
 	out.Metrics.TotalCostUSD = roundCost(out.Metrics.TotalCostUSD)
@@ -563,7 +583,8 @@ func (r *Results) Markdown() string {
 		if t.Partial {
 			partial = " · partial: the agents below finished before the team failed"
 		}
-		fmt.Fprintf(&b, "\n### %s\n\nTeam id `%s` · status **%s** · duration %s · turns %d%s\n", mdInline(t.TeamName), id, t.Status, dur, t.Turns, partial)
+		fmt.Fprintf(&b, "\n### %s\n\nTeam id `%s` · status **%s** · duration %s · turns %d%s · tokens %d · cost %s (sub-agents included)\n",
+			mdInline(t.TeamName), id, t.Status, dur, t.Turns, partial, t.Metrics.TokensUsed, mdCost(t.Metrics.CostUSD, t.Metrics.CostUnknown))
 		if t.Error != "" {
 			fmt.Fprintf(&b, "\n> Error: %s\n", oneLine(t.Error, 1000))
 		}
@@ -573,8 +594,13 @@ func (r *Results) Markdown() string {
 			if len(a.ToolsUsed) > 0 {
 				tools = strings.Join(a.ToolsUsed, ", ")
 			}
-			fmt.Fprintf(&b, "\n#### %s\n\nAgent id `%s` · status **%s** · tools used: %s · tokens %d · API calls %d · processing time %.3f s\n\n",
-				mdInline(a.AgentName), aid, a.Status, tools, a.Metrics.TokensUsed, a.Metrics.APICallsMade, a.Metrics.ProcessingTime)
+			sub := ""
+			if s := a.SubAgentUsage; s.APICallsMade > 0 {
+				sub = fmt.Sprintf(" · sub-agents: tokens %d, cost %s", s.TokensUsed, mdCost(s.CostUSD, s.CostUnknown))
+			}
+			fmt.Fprintf(&b, "\n#### %s\n\nAgent id `%s` · status **%s** · tools used: %s · tokens %d · API calls %d · processing time %.3f s · cost %s%s\n\n",
+				mdInline(a.AgentName), aid, a.Status, tools, a.Metrics.TokensUsed, a.Metrics.APICallsMade, a.Metrics.ProcessingTime,
+				mdCost(a.Metrics.CostUSD, a.Metrics.CostUnknown), sub)
 			out := strings.TrimSpace(a.Output)
 			if out == "" {
 				out = "_No output._"
@@ -601,10 +627,28 @@ func (r *Results) Markdown() string {
 	m := r.Metrics
 	b.WriteString("\n## Metrics\n\n| Metric | Value |\n|---|---|\n")
 	fmt.Fprintf(&b, "| Total tokens used | %d |\n", m.TotalTokensUsed)
+	fmt.Fprintf(&b, "| Cached prompt tokens | %d |\n", m.CachedTokens)
+	if m.CacheWriteTokens > 0 {
+		fmt.Fprintf(&b, "| Prompt tokens written to the cache | %d |\n", m.CacheWriteTokens)
+	}
+	fmt.Fprintf(&b, "| Reasoning tokens | %d |\n", m.ReasoningTokens)
+	fmt.Fprintf(&b, "| Total cost | %s |\n", mdCost(m.TotalCostUSD, m.CostUnknown))
+	if m.SubAgentUsage.APICallsMade > 0 {
+		fmt.Fprintf(&b, "| Sub-agents' cost | %s |\n", mdCost(m.SubAgentUsage.CostUSD, m.SubAgentUsage.CostUnknown))
+	}
 	fmt.Fprintf(&b, "| API calls made | %d |\n", m.APICallsMade)
 	fmt.Fprintf(&b, "| Success rate | %.1f%% |\n", m.SuccessRate*100)
 	fmt.Fprintf(&b, "| Average response time | %.3f s |\n", m.AverageResponseTime)
 	return b.String()
+}
+
+// mdCost writes a cost in US dollars; an unknown part says so.
+func mdCost(usd float64, unknown bool) string {
+	s := "$" + strconv.FormatFloat(roundCost(usd), 'f', -1, 64)
+	if unknown {
+		s += " (some calls unpriced: unknown)"
+	}
+	return s
 }
 
 func mdTime(t *time.Time) string {

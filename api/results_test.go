@@ -281,6 +281,8 @@ func TestResultsMarkdown(t *testing.T) {
 		"## Errors\n\n- **EXECUTION_FAILED**",
 		"## Warnings\n\n- supervisor corrected",
 		"| Total tokens used | 650 |", "| API calls made | 9 |", "| Success rate | 66.7% |", "| Average response time | 1.083 s |",
+		"| Cached prompt tokens | 0 |", "| Reasoning tokens | 0 |", "| Total cost | $0.0057 (some calls unpriced: unknown) |",
+		"turns 2 · tokens 470 · cost $0.0047 (sub-agents included)", "processing time 3.000 s · cost $0.0027",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -248,5 +249,126 @@ func TestSubAgentCost(t *testing.T) {
 				t.Errorf("searcher's sub_agent_usage = %+v", w.SubAgentUsage)
 			}
 		}
+	}
+}
+
+// detailedUsageOf is rule i's usage with cached prompt tokens and
+// reasoning tokens in its details.
+func detailedUsageOf(i int) llmfake.Usage {
+	n := i + 1
+	return llmfake.Usage{PromptTokens: 100 * n, CompletionTokens: 10 * n, TotalTokens: 110 * n,
+		PromptTokensDetails:     &llmfake.PromptTokensDetails{CachedTokens: 40 * n},
+		CompletionTokensDetails: &llmfake.CompletionTokensDetails{ReasoningTokens: 4 * n}}
+}
+
+// A run whose calls report cached and reasoning tokens: each call stores
+// them and is priced at their rates, and the run's cost (workflow, runs/get,
+// runs/list, results) is the sum of its calls, cached and reasoning parts
+// included; llm.usage and the Markdown report show the counts.
+func TestRunCostCachedAndReasoning(t *testing.T) {
+	price := pricing.Price{Input: 2, CachedInput: 0.5, Output: 10, Reasoning: 20}
+	rules := referenceRules(nil)
+	for i := range rules {
+		for j := range rules[i].Responses {
+			rules[i].Responses[j].Usage = detailedUsageOf(i)
+		}
+	}
+	e := newEnv(t, rules, withConfig(func(c *config.Config) { c.LLMPrices = pricing.Table{"test-model": price} }))
+	id := e.startRun(e.createHierarchy(referenceHierarchy()), "Explain quantum tunnelling")
+	v := e.waitRun(id, time.Minute)
+	if v.Status != models.RunCompleted {
+		t.Fatalf("run ended %s: %s", v.Status, v.Error)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	costOf := func(prompt, cached, completion, reasoning int) float64 {
+		return (float64(prompt-cached)*2 + float64(cached)*0.5 + float64(completion-reasoning)*10 + float64(reasoning)*20) / 1e6
+	}
+
+	// What the fake reported, priced by hand.
+	var want float64
+	var cached, reasoning int
+	for _, c := range e.fake.Calls() {
+		u := detailedUsageOf(c.Rule)
+		want += costOf(u.PromptTokens, u.Cached(), u.CompletionTokens, u.Reasoning())
+		cached += u.Cached()
+		reasoning += u.Reasoning()
+	}
+	recorded, err := e.store.LLMCalls(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, c := range recorded {
+		if c.CachedTokens == 0 || c.ReasoningTokens == 0 || c.CostUSD == nil {
+			t.Fatalf("call %s: cached %d, reasoning %d, cost %v", c.ID, c.CachedTokens, c.ReasoningTokens, c.CostUSD)
+		}
+		if w := costOf(c.PromptTokens, c.CachedTokens, c.CompletionTokens, c.ReasoningTokens); !near(*c.CostUSD, w) {
+			t.Errorf("call %s cost %v, want %v", c.ID, *c.CostUSD, w)
+		}
+		sum += *c.CostUSD
+	}
+	if want == 0 || !near(sum, want) || len(recorded) != len(e.fake.Calls()) {
+		t.Errorf("calls cost %v (%d recorded), the fake's usage prices at %v (%d calls)", sum, len(recorded), want, len(e.fake.Calls()))
+	}
+	// Priced on prompt and completion tokens alone, the run would cost more.
+	if u := v.Result.Usage; !near(u.CostUSD, sum) || u.CachedTokens != cached || u.ReasoningTokens != reasoning {
+		t.Errorf("run result usage = %+v, want cost %v, %d cached, %d reasoning", u, sum, cached, reasoning)
+	}
+	type usage struct {
+		CachedTokens    int     `json:"cached_tokens"`
+		ReasoningTokens int     `json:"reasoning_tokens"`
+		CostUSD         float64 `json:"cost_usd"`
+	}
+	var got struct {
+		Usage usage `json:"usage"`
+	}
+	e.mustPost("/runs/get", map[string]any{"id": id}, &got)
+	if !near(got.Usage.CostUSD, sum) || got.Usage.CachedTokens != cached || got.Usage.ReasoningTokens != reasoning {
+		t.Errorf("runs/get usage = %+v, want cost %v, %d cached, %d reasoning", got.Usage, sum, cached, reasoning)
+	}
+	var list struct {
+		Items []struct {
+			Usage usage `json:"usage"`
+		} `json:"items"`
+	}
+	e.mustPost("/runs/list", map[string]any{"hierarchy_id": v.HierarchyID}, &list)
+	if len(list.Items) != 1 || !near(list.Items[0].Usage.CostUSD, sum) || list.Items[0].Usage.CachedTokens != cached {
+		t.Errorf("runs/list = %+v", list.Items)
+	}
+	var r struct {
+		Metrics struct {
+			TotalCostUSD    float64 `json:"total_cost_usd"`
+			CachedTokens    int     `json:"cached_tokens"`
+			ReasoningTokens int     `json:"reasoning_tokens"`
+		} `json:"metrics"`
+	}
+	e.mustPost("/runs/results", map[string]any{"id": id}, &r)
+	if !near(r.Metrics.TotalCostUSD, sum) || r.Metrics.CachedTokens != cached || r.Metrics.ReasoningTokens != reasoning {
+		t.Errorf("results metrics = %+v", r.Metrics)
+	}
+	var md struct {
+		Content string `json:"content"`
+	}
+	e.mustPost("/runs/results", map[string]any{"id": id, "format": "markdown"}, &md)
+	for _, row := range []string{fmt.Sprintf("| Cached prompt tokens | %d |", cached), fmt.Sprintf("| Reasoning tokens | %d |", reasoning)} {
+		if !strings.Contains(md.Content, row) {
+			t.Errorf("the Markdown report lacks %q:\n%s", row, md.Content)
+		}
+	}
+	// llm.usage carries the counts of each call.
+	var onStream int
+	for _, m := range e.streamAll(id) {
+		if m.Type != "llm.usage" {
+			continue
+		}
+		c, _ := m.Event.Data["cached_tokens"].(float64)
+		r, _ := m.Event.Data["reasoning_tokens"].(float64)
+		if c == 0 || r == 0 {
+			t.Errorf("llm.usage without the details: %v", m.Event.Data)
+		}
+		onStream += int(c)
+	}
+	if onStream != cached {
+		t.Errorf("llm.usage events carry %d cached tokens, want %d", onStream, cached)
 	}
 }

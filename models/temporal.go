@@ -331,6 +331,12 @@ type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// CachedTokens is the part of PromptTokens read from the provider's
+	// prompt cache, CacheWriteTokens the part written to it,
+	// ReasoningTokens the part of CompletionTokens spent reasoning.
+	CachedTokens     int `json:"cached_tokens,omitempty"`
+	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int `json:"reasoning_tokens,omitempty"`
 	// CostUSD is what the calls cost in US dollars, from the price table;
 	// CostUnknown says some call's model has no price, so CostUSD is only
 	// the priced calls' part (a cost is never reported as 0 for want of a
@@ -344,6 +350,8 @@ func (u Usage) Add(o Usage) Usage {
 	return Usage{
 		PromptTokens: u.PromptTokens + o.PromptTokens, CompletionTokens: u.CompletionTokens + o.CompletionTokens,
 		TotalTokens: u.TotalTokens + o.TotalTokens, CostUSD: u.CostUSD + o.CostUSD, CostUnknown: u.CostUnknown || o.CostUnknown,
+		CachedTokens: u.CachedTokens + o.CachedTokens, CacheWriteTokens: u.CacheWriteTokens + o.CacheWriteTokens,
+		ReasoningTokens: u.ReasoningTokens + o.ReasoningTokens,
 	}
 }
 
@@ -776,6 +784,11 @@ type LLMCallRecord struct {
 	PromptTokens     int    `json:"prompt_tokens"`
 	CompletionTokens int    `json:"completion_tokens"`
 	TotalTokens      int    `json:"total_tokens"`
+	// CachedTokens, CacheWriteTokens and ReasoningTokens are the parts of
+	// the prompt and completion counts priced at their own rates.
+	CachedTokens     int    `json:"cached_tokens,omitempty"`
+	CacheWriteTokens int    `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int    `json:"reasoning_tokens,omitempty"`
 	LatencyMs        int64  `json:"latency_ms"`
 	FirstTokenMs     int64  `json:"first_token_ms"`
 	Error            string `json:"error,omitempty"`

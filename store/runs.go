@@ -250,6 +250,12 @@ type LLMCall struct {
 	PromptTokens     int
 	CompletionTokens int
 	TotalTokens      int
+	// CachedTokens and CacheWriteTokens are the parts of PromptTokens read
+	// from and written to the provider's cache, ReasoningTokens the part of
+	// CompletionTokens spent reasoning (0 for calls stored before them).
+	CachedTokens     int
+	CacheWriteTokens int
+	ReasoningTokens  int
 	LatencyMs        int64
 	FirstTokenMs     int64
 	Error            string
@@ -291,6 +297,7 @@ func LLMCallFromRecord(r models.LLMCallRecord) *LLMCall {
 		Attempt: r.Attempt, Status: r.Status, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
 		TotalTokens: r.TotalTokens, LatencyMs: r.LatencyMs, FirstTokenMs: r.FirstTokenMs, Error: r.Error,
 		CostUSD: r.CostUSD, TeamName: r.TeamName, AgentPath: r.AgentPath,
+		CachedTokens: r.CachedTokens, CacheWriteTokens: r.CacheWriteTokens, ReasoningTokens: r.ReasoningTokens,
 	}
 }
 
@@ -322,18 +329,23 @@ func (s *Store) RunUsage(ctx context.Context, runIDs ...string) (map[string]mode
 		PromptTokens     int
 		CompletionTokens int
 		TotalTokens      int
+		CachedTokens     int
+		CacheWriteTokens int
+		ReasoningTokens  int
 		CostUSD          *float64
 		Unpriced         int
 	}
 	err := s.db.WithContext(ctx).Model(&LLMCall{}).
 		Select("run_id, SUM(prompt_tokens) AS prompt_tokens, SUM(completion_tokens) AS completion_tokens, SUM(total_tokens) AS total_tokens, "+
+			"SUM(cached_tokens) AS cached_tokens, SUM(cache_write_tokens) AS cache_write_tokens, SUM(reasoning_tokens) AS reasoning_tokens, "+
 			"SUM(cost_usd) AS cost_usd, SUM(CASE WHEN status = 'ok' AND cost_usd IS NULL THEN 1 ELSE 0 END) AS unpriced").
 		Where("run_id IN ?", runIDs).Group("run_id").Scan(&rows).Error
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range rows {
-		u := models.Usage{PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, TotalTokens: r.TotalTokens, CostUnknown: r.Unpriced > 0}
+		u := models.Usage{PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, TotalTokens: r.TotalTokens, CostUnknown: r.Unpriced > 0,
+			CachedTokens: r.CachedTokens, CacheWriteTokens: r.CacheWriteTokens, ReasoningTokens: r.ReasoningTokens}
 		if r.CostUSD != nil {
 			u.CostUSD = *r.CostUSD
 		}

@@ -15,7 +15,9 @@ func TestRunUsageSumsCallsAndCosts(t *testing.T) {
 		cost := func(v float64) *float64 { return &v }
 		for _, c := range []*store.LLMCall{
 			{ID: "a/1", RunID: "r1", Status: "ok", PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15, CostUSD: cost(0.25)},
-			{ID: "a/2", RunID: "r1", Status: "ok", PromptTokens: 20, CompletionTokens: 10, TotalTokens: 30, CostUSD: cost(0.5)},
+			{ID: "a/2", RunID: "r1", Status: "ok", PromptTokens: 20, CompletionTokens: 10, TotalTokens: 30, CostUSD: cost(0.5),
+				CachedTokens: 8, CacheWriteTokens: 2, ReasoningTokens: 4},
+			{ID: "a/4", RunID: "r1", Status: "ok", CachedTokens: 1, ReasoningTokens: 1, CostUSD: cost(0)},
 			{ID: "a/3", RunID: "r1", Status: "error"},
 			{ID: "b/1", RunID: "r2", Status: "ok", TotalTokens: 7, CostUSD: cost(0.1)},
 			{ID: "b/2", RunID: "r2", Status: "ok", TotalTokens: 3},
@@ -31,6 +33,9 @@ func TestRunUsageSumsCallsAndCosts(t *testing.T) {
 		r1, r2 := got["r1"], got["r2"]
 		if r1.TotalTokens != 45 || r1.PromptTokens != 30 || r1.CompletionTokens != 15 || math.Abs(r1.CostUSD-0.75) > 1e-12 || r1.CostUnknown {
 			t.Errorf("r1 = %+v", r1)
+		}
+		if r1.CachedTokens != 9 || r1.CacheWriteTokens != 2 || r1.ReasoningTokens != 5 {
+			t.Errorf("r1 token details = %+v", r1)
 		}
 		if r2.TotalTokens != 10 || math.Abs(r2.CostUSD-0.1) > 1e-12 || !r2.CostUnknown {
 			t.Errorf("r2 = %+v", r2)
