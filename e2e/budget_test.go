@@ -92,6 +92,31 @@ func TestBudgetStopsRun(t *testing.T) {
 	if len(v.Result.Errors) != 1 || v.Result.Errors[0].ErrorCode != models.CodeBudgetExceeded.Name {
 		t.Errorf("errors = %+v", v.Result.Errors)
 	}
+	// Spec 001's stream carries system.budget as execution_budget, before
+	// the end, and its execution view the run's cost totals.
+	var budgetMsgs []v1StreamMsg
+	msgs := e.readV1Stream(e.openV1Stream(ex.ExecutionID, 0, false))
+	for _, m := range msgs {
+		if m.Type == "execution_budget" {
+			budgetMsgs = append(budgetMsgs, m)
+		}
+	}
+	if len(budgetMsgs) != 1 || budgetMsgs[0].Data["scope"] != "run" || budgetMsgs[0].Data["on_exceeded"] != models.BudgetFail ||
+		budgetMsgs[0].Data["source_type"] != "system" || msgs[len(msgs)-1].Type != "execution_completed" {
+		t.Errorf("/api/v1 stream budget events = %+v", budgetMsgs)
+	} else if spent, _ := budgetMsgs[0].Data["spent"].(map[string]any); spent["total_tokens"] != float64(230) {
+		t.Errorf("execution_budget spent = %+v", budgetMsgs[0].Data["spent"])
+	}
+	var view struct {
+		Usage struct {
+			TotalTokens int  `json:"total_tokens"`
+			CostUnknown bool `json:"cost_unknown"`
+		} `json:"usage"`
+	}
+	e.mustV1("GET", "/executions/"+ex.ExecutionID, nil, "EXECUTION_INFO_RETRIEVED", &view)
+	if view.Usage.TotalTokens != 230 {
+		t.Errorf("execution view usage = %+v, want its calls' 230 tokens", view.Usage)
+	}
 
 	// A hierarchy's default budget: stored, shown, used by a run that
 	// gives none.
