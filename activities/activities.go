@@ -66,7 +66,10 @@ func (a *Activities) cost(model string, u llm.Usage) (usd float64, ok bool) {
 	if prices == nil {
 		prices = pricing.Defaults
 	}
-	return prices.Cost(model, pricing.Usage{Input: u.PromptTokens, Output: u.CompletionTokens})
+	return prices.Cost(model, pricing.Usage{
+		Input: u.PromptTokens, Output: u.CompletionTokens,
+		CachedInput: u.CachedTokens, CacheWrite: u.CacheWriteTokens, Reasoning: u.ReasoningTokens,
+	})
 }
 
 // SetRunStatus writes a run's status; safe to retry (see

@@ -311,6 +311,7 @@ func (a *Activities) call(ctx context.Context, pub *publisher, source models.Sou
 			call.Model = resp.Model
 		}
 		call.PromptTokens, call.CompletionTokens, call.TotalTokens = resp.Usage.PromptTokens, resp.Usage.CompletionTokens, resp.Usage.TotalTokens
+		call.CachedTokens, call.CacheWriteTokens, call.ReasoningTokens = resp.Usage.CachedTokens, resp.Usage.CacheWriteTokens, resp.Usage.ReasoningTokens
 		if usd, ok := a.cost(call.Model, resp.Usage); ok {
 			call.CostUSD = &usd
 		}
@@ -325,7 +326,8 @@ func (a *Activities) call(ctx context.Context, pub *publisher, source models.Sou
 		// llm.usage: what the call used and cost, tagged with its agent
 		// like every llm.* event.
 		data := map[string]any{"model": call.Model, "prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens,
-			"total_tokens": u.TotalTokens, "purpose": purpose}
+			"total_tokens": u.TotalTokens, "cached_tokens": u.CachedTokens, "cache_write_tokens": u.CacheWriteTokens,
+			"reasoning_tokens": u.ReasoningTokens, "purpose": purpose}
 		if u.CostUnknown {
 			data["cost_usd"], data["cost_unknown"] = nil, true
 		} else {
@@ -421,7 +423,10 @@ func contextLimit(o models.RunOptions) int {
 }
 
 func toUsage(u llm.Usage) models.Usage {
-	return models.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	return models.Usage{
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
+		CachedTokens: u.CachedTokens, CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens,
+	}
 }
 
 // usage is a successful call's usage with its cost, priced by the model
@@ -450,5 +455,15 @@ func llmCallRecord(pub *publisher, source models.Source, purpose, model string, 
 		Attempt:      int(pub.attempt),
 		LatencyMs:    latency.Milliseconds(),
 		FirstTokenMs: firstToken.Milliseconds(),
+		TeamName:     teamOf(source),
+		AgentPath:    source.Path,
 	}
+}
+
+// teamOf is the team a source works in, "" for the global supervisor.
+func teamOf(s models.Source) string {
+	if s.TeamName == nil {
+		return ""
+	}
+	return *s.TeamName
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +51,10 @@ type Results struct {
 	// UsageByAgent rolls up the recorded calls per agent_id: supervisors,
 	// workers and sub-agents, in the order of their first call.
 	UsageByAgent OrderedMap[*AgentMetrics] `json:"usage_by_agent"`
+	// UsageBySubAgent rolls up the recorded calls of sub-agents per
+	// agent_id, in the order of their first call, with the teams they
+	// worked for and the agents that called them.
+	UsageBySubAgent OrderedMap[*SubAgentMetrics] `json:"usage_by_sub_agent"`
 	// The task and the hierarchy's name head the Markdown report.
 	task, name string
 }
@@ -78,9 +83,19 @@ type TeamResult struct {
 	// finished before it failed.
 	Partial bool                     `json:"partial,omitempty"`
 	Agents  OrderedMap[*AgentResult] `json:"agents"`
-	// Metrics roll up the team's recorded calls: its workers' and its
-	// supervisor's (when the hierarchy still names it).
+	// Metrics roll up the team's recorded calls: its supervisor's, its
+	// workers' and their sub-agents' (calls recorded with the team's name;
+	// for calls stored before llm_call had a team, its workers' and its
+	// supervisor's when the hierarchy still names it).
 	Metrics AgentMetrics `json:"metrics"`
+}
+
+// SubAgentMetrics are one sub-agent's figures from its recorded calls,
+// with the teams it worked for and the agent_ids of its callers.
+type SubAgentMetrics struct {
+	AgentMetrics
+	Teams   []string `json:"teams"`
+	Callers []string `json:"callers"`
 }
 
 // AgentResult is one worker's part of a team's result. Output joins the
@@ -92,13 +107,22 @@ type AgentResult struct {
 	ToolsUsed []string     `json:"tools_used"`
 	Model     string       `json:"model,omitempty"`
 	Metrics   AgentMetrics `json:"metrics"`
+	// SubAgentUsage rolls up the calls of the sub-agents the worker
+	// delegated to, nested ones included (not in Metrics, which are the
+	// worker's own calls).
+	SubAgentUsage AgentMetrics `json:"sub_agent_usage"`
 }
 
 // AgentMetrics are one agent's figures from its recorded LLM calls.
 type AgentMetrics struct {
-	TokensUsed     int     `json:"tokens_used"`
-	APICallsMade   int     `json:"api_calls_made"`
-	ProcessingTime float64 `json:"processing_time"` // seconds, every call's latency summed
+	TokensUsed int `json:"tokens_used"`
+	// CachedTokens, CacheWriteTokens and ReasoningTokens are the parts of
+	// TokensUsed priced at their own rates (see docs/cost-and-budgets.md).
+	CachedTokens     int     `json:"cached_tokens"`
+	CacheWriteTokens int     `json:"cache_write_tokens"`
+	ReasoningTokens  int     `json:"reasoning_tokens"`
+	APICallsMade     int     `json:"api_calls_made"`
+	ProcessingTime   float64 `json:"processing_time"` // seconds, every call's latency summed
 	// CostUSD is what the agent's calls cost; CostUnknown says some
 	// successful call's model has no price (CostUSD is then the priced
 	// calls' part).
@@ -110,6 +134,9 @@ type AgentMetrics struct {
 func (m *AgentMetrics) add(c store.LLMCall) {
 	m.APICallsMade++
 	m.TokensUsed += c.TotalTokens
+	m.CachedTokens += c.CachedTokens
+	m.CacheWriteTokens += c.CacheWriteTokens
+	m.ReasoningTokens += c.ReasoningTokens
 	m.ProcessingTime += float64(c.LatencyMs) / 1000
 	switch {
 	case c.CostUSD != nil:
@@ -123,6 +150,9 @@ func (m *AgentMetrics) add(c store.LLMCall) {
 func (m *AgentMetrics) sum(o AgentMetrics) {
 	m.APICallsMade += o.APICallsMade
 	m.TokensUsed += o.TokensUsed
+	m.CachedTokens += o.CachedTokens
+	m.CacheWriteTokens += o.CacheWriteTokens
+	m.ReasoningTokens += o.ReasoningTokens
 	m.ProcessingTime += o.ProcessingTime
 	m.CostUSD += o.CostUSD
 	m.CostUnknown = m.CostUnknown || o.CostUnknown
@@ -145,7 +175,11 @@ type FinalOutput struct {
 // ExecutionMetrics are spec 001's metrics, computed from the run's llm_call
 // records: every attempt of every LLM call counts as one API call.
 type ExecutionMetrics struct {
-	TotalTokensUsed     int     `json:"total_tokens_used"`
+	TotalTokensUsed int `json:"total_tokens_used"`
+	// The parts of TotalTokensUsed priced at their own rates.
+	CachedTokens        int     `json:"cached_tokens"`
+	CacheWriteTokens    int     `json:"cache_write_tokens"`
+	ReasoningTokens     int     `json:"reasoning_tokens"`
 	APICallsMade        int     `json:"api_calls_made"`
 	SuccessRate         float64 `json:"success_rate"`          // ok calls / all calls; 0 without calls
 	AverageResponseTime float64 `json:"average_response_time"` // seconds, mean latency of ok calls
@@ -153,6 +187,9 @@ type ExecutionMetrics struct {
 	// CostUnknown says some successful call's model has no price.
 	TotalCostUSD float64 `json:"total_cost_usd"`
 	CostUnknown  bool    `json:"cost_unknown"`
+	// SubAgentUsage rolls up the calls of every sub-agent of the run
+	// (included in the totals above).
+	SubAgentUsage AgentMetrics `json:"sub_agent_usage"`
 }
 
 // OrderedMap is a JSON object that keeps its keys in insertion order, so
@@ -256,6 +293,10 @@ func BuildResults(in ResultsInput) *Results {
 	}
 
 	perAgent := map[string]*AgentMetrics{}
+	// perTeam sums the calls recorded with a team; subOf the sub-agent
+	// calls below each worker (by the worker's agent_id).
+	perTeam := map[string]*AgentMetrics{}
+	subOf := map[string]*AgentMetrics{}
 	var okCalls int
 	var okLatency int64
 	for _, c := range in.Calls {
@@ -265,11 +306,40 @@ func BuildResults(in ResultsInput) *Results {
 			perAgent[c.AgentID] = m
 		}
 		m.add(c)
+		if c.TeamName != "" {
+			if perTeam[c.TeamName] == nil {
+				perTeam[c.TeamName] = &AgentMetrics{}
+			}
+			perTeam[c.TeamName].add(c)
+		}
+		if c.SubAgentCall() {
+			out.Metrics.SubAgentUsage.add(c)
+			worker := c.AgentPath[2]
+			if subOf[worker] == nil {
+				subOf[worker] = &AgentMetrics{}
+			}
+			subOf[worker].add(c)
+			sm, seen := out.UsageBySubAgent.Get(c.AgentID)
+			if !seen {
+				sm = &SubAgentMetrics{Teams: []string{}, Callers: []string{}}
+				out.UsageBySubAgent.Set(c.AgentID, sm)
+			}
+			sm.add(c)
+			if c.TeamName != "" && !contains(sm.Teams, c.TeamName) {
+				sm.Teams = append(sm.Teams, c.TeamName)
+			}
+			if caller := c.AgentPath[len(c.AgentPath)-2]; !contains(sm.Callers, caller) {
+				sm.Callers = append(sm.Callers, caller)
+			}
+		}
 		var run AgentMetrics
 		run.add(c)
 		out.Metrics.TotalCostUSD += run.CostUSD
 		out.Metrics.CostUnknown = out.Metrics.CostUnknown || run.CostUnknown
 		out.Metrics.TotalTokensUsed += c.TotalTokens
+		out.Metrics.CachedTokens += c.CachedTokens
+		out.Metrics.CacheWriteTokens += c.CacheWriteTokens
+		out.Metrics.ReasoningTokens += c.ReasoningTokens
 		if c.Status == "ok" && c.Provider == llm.OfflineProvider {
 			out.Offline = true
 		}
@@ -283,9 +353,15 @@ func BuildResults(in ResultsInput) *Results {
 		out.Metrics.SuccessRate = round(float64(okCalls)/float64(len(in.Calls)), 4)
 	} else {
 		out.Metrics.TotalTokensUsed = res.Usage.TotalTokens
+		out.Metrics.CachedTokens, out.Metrics.CacheWriteTokens, out.Metrics.ReasoningTokens = res.Usage.CachedTokens, res.Usage.CacheWriteTokens, res.Usage.ReasoningTokens
 		out.Metrics.TotalCostUSD, out.Metrics.CostUnknown = res.Usage.CostUSD, res.Usage.CostUnknown
 	}
 	out.Metrics.TotalCostUSD = roundCost(out.Metrics.TotalCostUSD)
+	out.Metrics.SubAgentUsage = out.Metrics.SubAgentUsage.rounded()
+	for _, k := range out.UsageBySubAgent.Keys() {
+		sm, _ := out.UsageBySubAgent.Get(k)
+		sm.AgentMetrics = sm.AgentMetrics.rounded()
+	}
 	for _, c := range in.Calls {
 		if _, seen := out.UsageByAgent.Get(c.AgentID); !seen {
 			m := perAgent[c.AgentID].rounded()
@@ -337,6 +413,9 @@ func BuildResults(in ResultsInput) *Results {
 				if m := perAgent[w.AgentID]; m != nil {
 					ar.Metrics = m.rounded()
 				}
+				if m := subOf[w.AgentID]; m != nil {
+					ar.SubAgentUsage = m.rounded()
+				}
 				tr.Agents.Set(w.AgentID, ar)
 			}
 			if ar.Output != "" && w.Output != "" {
@@ -355,21 +434,7 @@ func BuildResults(in ResultsInput) *Results {
 		if tr.Status != models.TeamSkipped {
 			out.ExecutionSummary.TeamsExecuted++
 		}
-		var tm AgentMetrics
-		for _, aid := range tr.Agents.Keys() {
-			if m := perAgent[aid]; m != nil {
-				tm.sum(*m)
-			}
-		}
-		sup := in.Supervisors[k]
-		if sup == "" {
-			sup = in.Supervisors[tr.TeamName]
-		}
-		if _, isWorker := tr.Agents.Get(sup); !isWorker && perAgent[sup] != nil {
-			m := perAgent[sup]
-			tm.sum(*m)
-		}
-		tr.Metrics = tm.rounded()
+		tr.Metrics = teamMetrics(in, k, tr, perAgent, perTeam).rounded()
 	}
 	out.ExecutionSummary.AgentsInvolved = len(agents)
 
@@ -402,6 +467,36 @@ func BuildResults(in ResultsInput) *Results {
 		out.addError(models.ErrorInfo{ErrorCode: code, Message: run.Error, Timestamp: models.FormatTimestamp(at), Context: map[string]any{"status": run.Status}})
 	}
 	return out
+}
+
+// teamMetrics rolls up a team's calls: those recorded with its name
+// (supervisor, workers and their sub-agents), plus, for calls stored before
+// llm_call had a team, its workers' and its supervisor's by agent_id.
+func teamMetrics(in ResultsInput, key string, tr *TeamResult, perAgent, perTeam map[string]*AgentMetrics) AgentMetrics {
+	var tm AgentMetrics
+	if m := perTeam[tr.TeamName]; m != nil {
+		tm.sum(*m)
+	}
+	legacy := func(agentID string) {
+		for _, c := range in.Calls {
+			if c.AgentID == agentID && c.TeamName == "" && c.AgentPath == nil {
+				tm.add(c)
+			}
+		}
+	}
+	for _, aid := range tr.Agents.Keys() {
+		if perAgent[aid] != nil {
+			legacy(aid)
+		}
+	}
+	sup := in.Supervisors[key]
+	if sup == "" {
+		sup = in.Supervisors[tr.TeamName]
+	}
+	if _, isWorker := tr.Agents.Get(sup); !isWorker && perAgent[sup] != nil {
+		legacy(sup)
+	}
+	return tm
 }
 
 // addError adds e unless an error with the same message is listed: the
@@ -488,7 +583,8 @@ func (r *Results) Markdown() string {
 		if t.Partial {
 			partial = " · partial: the agents below finished before the team failed"
 		}
-		fmt.Fprintf(&b, "\n### %s\n\nTeam id `%s` · status **%s** · duration %s · turns %d%s\n", mdInline(t.TeamName), id, t.Status, dur, t.Turns, partial)
+		fmt.Fprintf(&b, "\n### %s\n\nTeam id `%s` · status **%s** · duration %s · turns %d%s · tokens %d · cost %s (sub-agents included)\n",
+			mdInline(t.TeamName), id, t.Status, dur, t.Turns, partial, t.Metrics.TokensUsed, mdCost(t.Metrics.CostUSD, t.Metrics.CostUnknown))
 		if t.Error != "" {
 			fmt.Fprintf(&b, "\n> Error: %s\n", oneLine(t.Error, 1000))
 		}
@@ -498,8 +594,13 @@ func (r *Results) Markdown() string {
 			if len(a.ToolsUsed) > 0 {
 				tools = strings.Join(a.ToolsUsed, ", ")
 			}
-			fmt.Fprintf(&b, "\n#### %s\n\nAgent id `%s` · status **%s** · tools used: %s · tokens %d · API calls %d · processing time %.3f s\n\n",
-				mdInline(a.AgentName), aid, a.Status, tools, a.Metrics.TokensUsed, a.Metrics.APICallsMade, a.Metrics.ProcessingTime)
+			sub := ""
+			if s := a.SubAgentUsage; s.APICallsMade > 0 {
+				sub = fmt.Sprintf(" · sub-agents: tokens %d, cost %s", s.TokensUsed, mdCost(s.CostUSD, s.CostUnknown))
+			}
+			fmt.Fprintf(&b, "\n#### %s\n\nAgent id `%s` · status **%s** · tools used: %s · tokens %d · API calls %d · processing time %.3f s · cost %s%s\n\n",
+				mdInline(a.AgentName), aid, a.Status, tools, a.Metrics.TokensUsed, a.Metrics.APICallsMade, a.Metrics.ProcessingTime,
+				mdCost(a.Metrics.CostUSD, a.Metrics.CostUnknown), sub)
 			out := strings.TrimSpace(a.Output)
 			if out == "" {
 				out = "_No output._"
@@ -526,10 +627,28 @@ func (r *Results) Markdown() string {
 	m := r.Metrics
 	b.WriteString("\n## Metrics\n\n| Metric | Value |\n|---|---|\n")
 	fmt.Fprintf(&b, "| Total tokens used | %d |\n", m.TotalTokensUsed)
+	fmt.Fprintf(&b, "| Cached prompt tokens | %d |\n", m.CachedTokens)
+	if m.CacheWriteTokens > 0 {
+		fmt.Fprintf(&b, "| Prompt tokens written to the cache | %d |\n", m.CacheWriteTokens)
+	}
+	fmt.Fprintf(&b, "| Reasoning tokens | %d |\n", m.ReasoningTokens)
+	fmt.Fprintf(&b, "| Total cost | %s |\n", mdCost(m.TotalCostUSD, m.CostUnknown))
+	if m.SubAgentUsage.APICallsMade > 0 {
+		fmt.Fprintf(&b, "| Sub-agents' cost | %s |\n", mdCost(m.SubAgentUsage.CostUSD, m.SubAgentUsage.CostUnknown))
+	}
 	fmt.Fprintf(&b, "| API calls made | %d |\n", m.APICallsMade)
 	fmt.Fprintf(&b, "| Success rate | %.1f%% |\n", m.SuccessRate*100)
 	fmt.Fprintf(&b, "| Average response time | %.3f s |\n", m.AverageResponseTime)
 	return b.String()
+}
+
+// mdCost writes a cost in US dollars; an unknown part says so.
+func mdCost(usd float64, unknown bool) string {
+	s := "$" + strconv.FormatFloat(roundCost(usd), 'f', -1, 64)
+	if unknown {
+		s += " (some calls unpriced: unknown)"
+	}
+	return s
 }
 
 func mdTime(t *time.Time) string {

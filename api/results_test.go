@@ -281,6 +281,8 @@ func TestResultsMarkdown(t *testing.T) {
 		"## Errors\n\n- **EXECUTION_FAILED**",
 		"## Warnings\n\n- supervisor corrected",
 		"| Total tokens used | 650 |", "| API calls made | 9 |", "| Success rate | 66.7% |", "| Average response time | 1.083 s |",
+		"| Cached prompt tokens | 0 |", "| Reasoning tokens | 0 |", "| Total cost | $0.0057 (some calls unpriced: unknown) |",
+		"turns 2 · tokens 470 · cost $0.0047 (sub-agents included)", "processing time 3.000 s · cost $0.0027",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
@@ -323,5 +325,71 @@ func TestV1Field(t *testing.T) {
 		if got := v1Field(in); got != want {
 			t.Errorf("v1Field(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// Calls recorded with their team and path: a team's metrics include the
+// calls of the sub-agents its workers delegated to, nested ones too; the
+// worker and the run show their sub-agents' part, and usage_by_sub_agent
+// lists each sub-agent with its teams and callers.
+func TestBuildResultsSubAgents(t *testing.T) {
+	run := &store.Run{ID: "exec-2", Status: models.RunCompleted, StartedAt: at(0), CompletedAt: at(10), UpdatedAt: *at(10)}
+	res := &models.RunResult{Teams: []models.TeamOutput{
+		{Turn: 1, TeamID: "team_a", TeamName: "research", Status: models.TeamCompleted, Workers: []models.WorkerOutput{
+			{AgentID: "w-searcher", Name: "searcher", Output: "papers"},
+		}},
+		{Turn: 2, TeamID: "team_b", TeamName: "writing", Status: models.TeamCompleted, Workers: []models.WorkerOutput{
+			{AgentID: "w-writer", Name: "writer", Output: "a draft"},
+		}},
+	}}
+	gs, research, writing := []string{"gs"}, "research", "writing"
+	call := func(agent, team string, cost float64, path ...string) store.LLMCall {
+		return store.LLMCall{AgentID: agent, Status: "ok", TotalTokens: int(cost * 1e4), LatencyMs: 100, CostUSD: usd(cost), TeamName: team, AgentPath: path}
+	}
+	calls := []store.LLMCall{
+		call("gs", "", 0.001, gs...),
+		call("ts-r", research, 0.002, "gs", "ts-r"),
+		call("w-searcher", research, 0.003, "gs", "ts-r", "w-searcher"),
+		call("sa-lookup", research, 0.004, "gs", "ts-r", "w-searcher", "sa-lookup"),
+		call("sa-deep", research, 0.005, "gs", "ts-r", "w-searcher", "sa-lookup", "sa-deep"),
+		call("ts-w", writing, 0.006, "gs", "ts-w"),
+		call("w-writer", writing, 0.007, "gs", "ts-w", "w-writer"),
+		call("sa-lookup", writing, 0.008, "gs", "ts-w", "w-writer", "sa-lookup"),
+	}
+	r := BuildResults(ResultsInput{Run: run, Result: res, Calls: calls, Now: *at(10), Supervisors: map[string]string{"team_a": "ts-r", "team_b": "ts-w"}})
+
+	near := func(a, b float64) bool { return a-b < 1e-12 && b-a < 1e-12 }
+	ta, _ := r.TeamResults.Get("team_a")
+	if !near(ta.Metrics.CostUSD, 0.002+0.003+0.004+0.005) || ta.Metrics.APICallsMade != 4 {
+		t.Errorf("research metrics = %+v, want its supervisor, worker and both sub-agents", ta.Metrics)
+	}
+	tb, _ := r.TeamResults.Get("team_b")
+	if !near(tb.Metrics.CostUSD, 0.006+0.007+0.008) || tb.Metrics.APICallsMade != 3 {
+		t.Errorf("writing metrics = %+v", tb.Metrics)
+	}
+	searcher, _ := ta.Agents.Get("w-searcher")
+	if !near(searcher.Metrics.CostUSD, 0.003) || !near(searcher.SubAgentUsage.CostUSD, 0.009) || searcher.SubAgentUsage.APICallsMade != 2 {
+		t.Errorf("searcher metrics %+v, sub-agent usage %+v", searcher.Metrics, searcher.SubAgentUsage)
+	}
+	if m := r.Metrics.SubAgentUsage; !near(m.CostUSD, 0.004+0.005+0.008) || m.APICallsMade != 3 {
+		t.Errorf("run's sub-agent usage = %+v", m)
+	}
+	if !near(r.Metrics.TotalCostUSD, 0.036) {
+		t.Errorf("run cost = %v, want 0.036", r.Metrics.TotalCostUSD)
+	}
+	if got := r.UsageBySubAgent.Keys(); len(got) != 2 || got[0] != "sa-lookup" || got[1] != "sa-deep" {
+		t.Fatalf("usage_by_sub_agent keys = %v", got)
+	}
+	lookup, _ := r.UsageBySubAgent.Get("sa-lookup")
+	if !near(lookup.CostUSD, 0.012) || lookup.APICallsMade != 2 || len(lookup.Teams) != 2 || lookup.Teams[1] != "writing" ||
+		len(lookup.Callers) != 2 || lookup.Callers[0] != "w-searcher" || lookup.Callers[1] != "w-writer" {
+		t.Errorf("sa-lookup = %+v", lookup)
+	}
+	if deep, _ := r.UsageBySubAgent.Get("sa-deep"); len(deep.Callers) != 1 || deep.Callers[0] != "sa-lookup" {
+		t.Errorf("sa-deep = %+v", deep)
+	}
+	b, err := json.Marshal(r)
+	if err != nil || !strings.Contains(string(b), `"usage_by_sub_agent":{"sa-lookup":{"tokens_used"`) {
+		t.Errorf("JSON = %s, %v", b, err)
 	}
 }

@@ -442,12 +442,16 @@ type runUsageView struct {
 	PromptTokens     int     `json:"prompt_tokens"`
 	CompletionTokens int     `json:"completion_tokens"`
 	TotalTokens      int     `json:"total_tokens"`
+	CachedTokens     int     `json:"cached_tokens"`
+	CacheWriteTokens int     `json:"cache_write_tokens"`
+	ReasoningTokens  int     `json:"reasoning_tokens"`
 	CostUSD          float64 `json:"cost_usd"`
 	CostUnknown      bool    `json:"cost_unknown"`
 }
 
 func usageView(u models.Usage) runUsageView {
 	return runUsageView{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
+		CachedTokens: u.CachedTokens, CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens,
 		CostUSD: roundCost(u.CostUSD), CostUnknown: u.CostUnknown}
 }
 

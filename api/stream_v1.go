@@ -16,6 +16,9 @@ const (
 	V1AgentProgress      = "agent_progress"
 	V1AgentCompleted     = "agent_completed"
 	V1TeamTransition     = "team_transition"
+	// V1ExecutionBudget is not in spec 001: it carries the log's
+	// system.budget (a budget of the execution found spent).
+	V1ExecutionBudget = "execution_budget"
 )
 
 // Spec 001's source_type values.
@@ -57,6 +60,8 @@ type v1Event struct {
 //     team, status failed) or next turn, a step of the global supervisor
 //     (routed, it acts only between team turns; in parallel mode only its
 //     final answer counts), or the run's end
+//   - system.budget → execution_budget (scope, team, agent, spent, limit,
+//     on_exceeded); it opens and closes nothing
 //   - lifecycle.completed, .failed and .cancelled → execution_completed
 //     with status completed, failed or cancelled and result_url; any other
 //     lifecycle action (e.g. paused) → execution_<action>
@@ -124,6 +129,8 @@ func (t *v1Translator) translate(e models.Event) []v1Event {
 		// Nor usage events (llm.usage): they follow an agent's call and
 		// must not open or close teams or workers.
 		return nil
+	case e.Event.Category == models.CategorySystem && e.Event.Action == models.ActionBudget:
+		return []v1Event{{V1ExecutionBudget, t.budgetData(e)}}
 	case e.Event.Category == models.CategorySystem && e.Event.Action == models.ActionTopology:
 		// Teams may be at work together in parallel mode, and in routed
 		// mode when the run's max_parallel_teams is above 1 (the workflow
@@ -324,4 +331,20 @@ func (t *v1Translator) closeAll(e models.Event, status string, out []v1Event) []
 		out = t.close(e, name, status, out)
 	}
 	return out
+}
+
+// budgetData is an execution_budget event's data: system.budget's fields,
+// with the team's id next to its name.
+func (t *v1Translator) budgetData(e models.Event) map[string]any {
+	d := t.base(e, V1SourceSystem)
+	d["action"] = "budget_exceeded"
+	for _, k := range []string{"scope", "on_exceeded", "spent", "limit", "agent_id"} {
+		if v, ok := e.Data[k]; ok {
+			d[k] = v
+		}
+	}
+	if name := str(e.Data, "team_name"); name != "" {
+		d["team_name"], d["team_id"] = name, t.teamID(name)
+	}
+	return d
 }

@@ -229,3 +229,37 @@ func TestV1TranslatorSkipsUsage(t *testing.T) {
 		t.Errorf("types %q, want %q", types, want)
 	}
 }
+
+// TestV1TranslatorBudget: system.budget becomes execution_budget with its
+// fields and the team's id; it neither opens nor closes a worker, which
+// completes at its team supervisor's next step as usual.
+func TestV1TranslatorBudget(t *testing.T) {
+	spent := map[string]any{"total_tokens": 230, "cost_usd": 0.002, "cost_unknown": false}
+	limit := models.BudgetLimit{MaxTokens: 200}
+	log := v1Log(
+		v1LogEntry{tTSA, "dispatch.worker", map[string]any{"worker_name": "wa", "worker_agent_id": "w-a"}},
+		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "one"}},
+		v1LogEntry{tSystem, "system.budget", map[string]any{"scope": "team", "team_name": "a", "on_exceeded": "skip_team", "spent": spent, "limit": limit}},
+		v1LogEntry{tSystem, "system.budget", map[string]any{"scope": "run", "on_exceeded": "finish", "spent": spent, "limit": limit}},
+		v1LogEntry{tTSA, "llm.stream", map[string]any{"content": "{}"}},
+	)
+	types, evs := translateAll(newV1Translator("r1", "h1", map[string]string{"a": "team_a1"}), log)
+	want := []string{V1SupervisorRouting, V1AgentStarted, V1AgentProgress, V1ExecutionBudget, V1ExecutionBudget, V1AgentCompleted}
+	if !slices.Equal(types, want) {
+		t.Fatalf("types %q, want %q", types, want)
+	}
+	team := evs[3].Data
+	if team["source_type"] != V1SourceSystem || team["scope"] != "team" || team["team_id"] != "team_a1" || team["team_name"] != "a" ||
+		team["on_exceeded"] != "skip_team" || team["limit"] != limit || team["execution_id"] != "r1" || team["sequence"] != int64(3) {
+		t.Errorf("team budget event = %v", team)
+	}
+	if sp, _ := team["spent"].(map[string]any); sp["total_tokens"] != 230 {
+		t.Errorf("spent = %v", team["spent"])
+	}
+	if run := evs[4].Data; run["scope"] != "run" || run["on_exceeded"] != "finish" || run["team_id"] != nil {
+		t.Errorf("run budget event = %v", run)
+	}
+	if evs[5].Data["result"] != "one" {
+		t.Errorf("agent_completed = %v", evs[5].Data)
+	}
+}

@@ -223,6 +223,9 @@ func (s *Server) v1GetExecution(c *gin.Context) {
 		"completed_at": run.CompletedAt,
 		"progress":     p,
 		"thread_id":    run.ThreadID,
+		// The cost totals, summed from the run's recorded calls as
+		// runs/get's usage is (docs/cost-and-budgets.md).
+		"usage": usageView(s.runUsage(ctx, run.ID)[run.ID]),
 		// See estimatedRemaining; null when nothing honest can be said.
 		"estimated_remaining_time": s.estimatedRemaining(ctx, run, p.CompletionPercentage, time.Now()),
 	}

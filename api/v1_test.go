@@ -529,8 +529,17 @@ func TestV1Results(t *testing.T) {
 				TotalTeams           int      `json:"total_teams"`
 				CompletionPercentage int      `json:"completion_percentage"`
 			} `json:"progress"`
+			Usage *struct {
+				TotalTokens int     `json:"total_tokens"`
+				CostUSD     float64 `json:"cost_usd"`
+				CostUnknown bool    `json:"cost_unknown"`
+			} `json:"usage"`
 		}
 		a.mustDo(http.MethodGet, "/api/v1/executions/"+id, nil, api.CodeExecutionInfoRetrieved, &ex)
+		// The cost totals of its calls, none of them priced.
+		if u := ex.Usage; u == nil || u.TotalTokens != 60 || u.CostUSD != 0 || !u.CostUnknown {
+			t.Errorf("execution usage = %+v", u)
+		}
 		if ex.ExecutionID != id || ex.TeamID != created.TeamID || ex.Status != "completed" || ex.Progress.TotalTeams != 2 || ex.Progress.CompletionPercentage != 100 ||
 			strings.Join(ex.Progress.CompletedTeams, ",") != "team_a7b9c2d4e5f6,team_x8y9z1a2b3c4" {
 			t.Errorf("execution = %+v", ex)

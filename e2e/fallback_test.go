@@ -91,3 +91,89 @@ func TestModelFallback(t *testing.T) {
 		}
 	}
 }
+
+// TestModelFallbackRetriesExhausted: the searcher's model-a answers 500 to
+// every call, and its circuit stays closed (threshold 100); the activity
+// retries, and on its last attempt (of 3) the call moves to model-b: three
+// calls to model-a, two llm.retry, one llm.fallback with why
+// retries_exhausted, the searcher's answer from model-b, and a closed
+// circuit.
+func TestModelFallbackRetriesExhausted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	rules := append([]llmfake.Rule{{Name: "model-a is down", Model: "model-a", Responses: []llmfake.Response{{Status: 500}}}}, referenceRules(nil)...)
+	e := newEnv(t, rules, withAPIMetrics(reg), withWorkerMetrics, withConfig(func(c *config.Config) {
+		c.CompatibleBaseURL = c.OpenAIBaseURL
+		c.LLMModels = "model-a=compatible"
+		c.LLMBreakerFailures = 100
+		c.LLMBreakerCooldown = 10 * time.Minute
+		c.LLMMaxAttempts = 3
+	}))
+	body := referenceHierarchy()
+	searcher := body["teams"].([]any)[0].(map[string]any)["workers"].([]any)[0].(map[string]any)
+	searcher["model"] = "model-a"
+	searcher["fallback_models"] = []string{"model-b"}
+	id := e.startRun(e.createHierarchy(body), "fallback after retries")
+	v := e.waitRun(id, 2*time.Minute)
+	if v.Status != models.RunCompleted {
+		t.Fatalf("run ended %s: %s", v.Status, v.Error)
+	}
+
+	var calledA, calledB int
+	for _, c := range e.fake.Calls() {
+		switch c.Model {
+		case "model-a":
+			calledA++
+		case "model-b":
+			calledB++
+		}
+	}
+	if calledA != 3 || calledB != 1 {
+		t.Errorf("model-a called %d times, model-b %d; want 3 and 1", calledA, calledB)
+	}
+	var retries, fallbacks []map[string]any
+	for _, m := range e.streamAll(id) {
+		switch m.Type {
+		case "llm.retry":
+			retries = append(retries, m.Event.Data)
+			if m.Event.Source.AgentID != "w-searcher" {
+				t.Errorf("llm.retry from %s", m.Event.Source.AgentID)
+			}
+		case "llm.fallback":
+			fallbacks = append(fallbacks, m.Event.Data)
+			if m.Event.Source.AgentID != "w-searcher" {
+				t.Errorf("llm.fallback from %s", m.Event.Source.AgentID)
+			}
+		}
+	}
+	if len(retries) != 2 {
+		t.Errorf("llm.retry events = %v, want 2", retries)
+	}
+	if len(fallbacks) != 1 {
+		t.Fatalf("llm.fallback events = %v, want 1", fallbacks)
+	}
+	if d := fallbacks[0]; d["from"] != "model-a" || d["to"] != "model-b" || d["why"] != "retries_exhausted" || !strings.Contains(d["error"].(string), "500") {
+		t.Errorf("llm.fallback %v", d)
+	}
+	if v.Result == nil || len(v.Result.Teams) == 0 {
+		t.Fatal("no result")
+	}
+	var answered string
+	for _, w := range v.Result.Teams[0].Workers {
+		if w.AgentID == "w-searcher" {
+			answered = w.Model
+		}
+	}
+	if answered != "model-b" {
+		t.Errorf("the searcher answered with %q, want model-b", answered)
+	}
+	resp, err := http.Get(e.rootURL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), `executor_llm_circuit_state{provider="compatible"} 0`) ||
+		strings.Contains(string(metrics), `executor_llm_circuit_openings_total{provider="compatible"} 1`) {
+		t.Errorf("the compatible provider's circuit is not closed:\n%s", grepLines(string(metrics), "circuit"))
+	}
+}

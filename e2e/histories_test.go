@@ -139,6 +139,14 @@ func TestRecordReplayHistories(t *testing.T) {
 		e.waitRun(id, time.Minute)
 		e.exportRun(t, id, dir("approvals"))
 	})
+	t.Run("budgeted", func(t *testing.T) {
+		// A token budget spent by the research turn, counting two failed
+		// sub-agents (changes budgets and failed-sub-agent-usage); record
+		// it alone with -run 'TestRecordReplayHistories/budgeted'.
+		e, id := startBudgetedRun(t)
+		e.waitRun(id, time.Minute)
+		e.exportRun(t, id, dir("budgeted"))
+	})
 	t.Run("retry", func(t *testing.T) {
 		full := strings.Repeat("complete ", 20)
 		e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-WRITER": {{Content: full, DropAfterChunks: 6}, {Content: full}}}))

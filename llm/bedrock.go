@@ -450,6 +450,15 @@ func (b *Bedrock) Stream(ctx context.Context, req Request, onDelta func(Delta)) 
 			PromptTokens:     int(aws.ToInt32(usage.InputTokens)),
 			CompletionTokens: int(aws.ToInt32(usage.OutputTokens)),
 			TotalTokens:      int(aws.ToInt32(usage.TotalTokens)),
+			CachedTokens:     int(aws.ToInt32(usage.CacheReadInputTokens)),
+			CacheWriteTokens: int(aws.ToInt32(usage.CacheWriteInputTokens)),
+		}
+		if cache := resp.Usage.CachedTokens + resp.Usage.CacheWriteTokens; cache > 0 {
+			// Bedrock's inputTokens leaves out the tokens read from and
+			// written to the cache; as with OpenAI, the prompt's count
+			// holds them, and the total is the prompt's and the answer's.
+			resp.Usage.PromptTokens += cache
+			resp.Usage.TotalTokens = resp.Usage.PromptTokens + resp.Usage.CompletionTokens
 		}
 		if resp.Usage.TotalTokens == 0 {
 			resp.Usage.TotalTokens = resp.Usage.PromptTokens + resp.Usage.CompletionTokens

@@ -83,6 +83,24 @@ func assertNoSecrets(t *testing.T, s string) {
 	}
 }
 
+// Bedrock's cache reads and writes: its inputTokens leaves them out, the
+// usage's prompt count holds them, as OpenAI's does.
+func TestBedrockCacheUsage(t *testing.T) {
+	fakeAWSCredentials(t)
+	s := bedrockfake.New(t, bedrockfake.Rule{ModelID: claude, Responses: []bedrockfake.Response{{
+		Content: "ok",
+		Usage:   bedrockfake.Usage{InputTokens: 100, OutputTokens: 50, TotalTokens: 1050, CacheReadInputTokens: 600, CacheWriteInputTokens: 300},
+	}}})
+	resp, err := newTestBedrock(t, s).Stream(context.Background(), simpleRequest(claude, "what?"), func(Delta) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Usage{PromptTokens: 1000, CompletionTokens: 50, TotalTokens: 1050, CachedTokens: 600, CacheWriteTokens: 300}
+	if resp.Usage != want {
+		t.Fatalf("usage %+v, want %+v", resp.Usage, want)
+	}
+}
+
 func TestBedrockStreamsTextAndReasoning(t *testing.T) {
 	fakeAWSCredentials(t)
 	const content = "The answer is forty-two, as computed step by step."

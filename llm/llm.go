@@ -79,6 +79,13 @@ type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// CachedTokens is the part of PromptTokens read from the provider's
+	// prompt cache, CacheWriteTokens the part written to it (Bedrock's
+	// cache writes), ReasoningTokens the part of CompletionTokens spent
+	// reasoning; each priced at its own rate (see pricing.Price.Cost).
+	CachedTokens     int `json:"cached_tokens,omitempty"`
+	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int `json:"reasoning_tokens,omitempty"`
 	// Estimated is set when the provider reported no usage and the counts
 	// were guessed from text length, so cost reports can say so.
 	Estimated bool `json:"estimated,omitempty"`

@@ -329,6 +329,12 @@ func (c *OpenAICompatible) Stream(ctx context.Context, req Request, onDelta func
 	}
 	if usage != nil {
 		resp.Usage = Usage{PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens, TotalTokens: usage.TotalTokens}
+		if d := usage.PromptTokensDetails; d != nil {
+			resp.Usage.CachedTokens = d.CachedTokens
+		}
+		if d := usage.CompletionTokensDetails; d != nil {
+			resp.Usage.ReasoningTokens = d.ReasoningTokens
+		}
 		if resp.Usage.TotalTokens == 0 {
 			resp.Usage.TotalTokens = resp.Usage.PromptTokens + resp.Usage.CompletionTokens
 		}

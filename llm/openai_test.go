@@ -209,6 +209,24 @@ func TestReasoningModelGetsMaxCompletionTokens(t *testing.T) {
 	}
 }
 
+// The usage chunk's details: cached prompt tokens and reasoning tokens.
+func TestStreamUsageDetails(t *testing.T) {
+	s := llmfake.New(t, llmfake.Rule{Responses: []llmfake.Response{{
+		Content: "ok",
+		Usage: llmfake.Usage{PromptTokens: 1000, CompletionTokens: 300, TotalTokens: 1300,
+			PromptTokensDetails:     &llmfake.PromptTokensDetails{CachedTokens: 768},
+			CompletionTokensDetails: &llmfake.CompletionTokensDetails{ReasoningTokens: 200}},
+	}}})
+	resp, err := newTestClient(s).Stream(context.Background(), simpleRequest("my-model", "what?"), func(Delta) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Usage{PromptTokens: 1000, CompletionTokens: 300, TotalTokens: 1300, CachedTokens: 768, ReasoningTokens: 200}
+	if resp.Usage != want {
+		t.Fatalf("usage %+v, want %+v", resp.Usage, want)
+	}
+}
+
 func TestUsageEstimatedWhenProviderSendsNone(t *testing.T) {
 	s := llmfake.New(t, llmfake.Rule{Responses: []llmfake.Response{{Content: strings.Repeat("word ", 20), OmitUsage: true}}})
 	resp, err := newTestClient(s).Stream(context.Background(), simpleRequest("m", "count these characters please"), nil)

@@ -279,6 +279,9 @@ type TeamOutput struct {
 	// Partial marks a failed (or stopped) turn whose Workers are the
 	// workers that finished before it failed.
 	Partial bool `json:"partial,omitempty"`
+	// Usage is what the turn spent: its supervisor's decisions and its
+	// workers' turns, their sub-agents included.
+	Usage Usage `json:"usage"`
 }
 
 // WorkerOutput is one worker call's answer. In a workflow's state, Output
@@ -297,7 +300,10 @@ type WorkerOutput struct {
 	OutputTruncated bool   `json:"output_truncated,omitempty"`
 	Model           string `json:"model"`
 	Offline         bool   `json:"offline,omitempty"`
-	Usage           Usage  `json:"usage"`
+	// Usage is what the worker's turn spent, its sub-agents included;
+	// SubAgentUsage is its sub-agents' part (a failed sub-agent's too).
+	Usage         Usage  `json:"usage"`
+	SubAgentUsage *Usage `json:"sub_agent_usage,omitempty"`
 	// ToolsUsed lists the tools the worker called in its turn, in order,
 	// each once (delegate included).
 	ToolsUsed []string `json:"tools_used,omitempty"`
@@ -332,6 +338,12 @@ type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// CachedTokens is the part of PromptTokens read from the provider's
+	// prompt cache, CacheWriteTokens the part written to it,
+	// ReasoningTokens the part of CompletionTokens spent reasoning.
+	CachedTokens     int `json:"cached_tokens,omitempty"`
+	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int `json:"reasoning_tokens,omitempty"`
 	// CostUSD is what the calls cost in US dollars, from the price table;
 	// CostUnknown says some call's model has no price, so CostUSD is only
 	// the priced calls' part (a cost is never reported as 0 for want of a
@@ -345,6 +357,8 @@ func (u Usage) Add(o Usage) Usage {
 	return Usage{
 		PromptTokens: u.PromptTokens + o.PromptTokens, CompletionTokens: u.CompletionTokens + o.CompletionTokens,
 		TotalTokens: u.TotalTokens + o.TotalTokens, CostUSD: u.CostUSD + o.CostUSD, CostUnknown: u.CostUnknown || o.CostUnknown,
+		CachedTokens: u.CachedTokens + o.CachedTokens, CacheWriteTokens: u.CacheWriteTokens + o.CacheWriteTokens,
+		ReasoningTokens: u.ReasoningTokens + o.ReasoningTokens,
 	}
 }
 
@@ -355,6 +369,9 @@ type RunResult struct {
 	Warnings    []string     `json:"warnings,omitempty"`
 	Errors      []ErrorInfo  `json:"errors,omitempty"`
 	Usage       Usage        `json:"usage"`
+	// SubAgentUsage is the part of Usage spent by the sub-agents the
+	// workers delegated to (the workers' SubAgentUsage summed).
+	SubAgentUsage Usage `json:"sub_agent_usage"`
 	// Offline says some answer of the run came from the built-in offline
 	// model (placeholder text). The API sets it when it reads a run (from
 	// the run's usage records and workers); workflows leave it unset.
@@ -747,6 +764,18 @@ type SubAgentResult struct {
 	Delegations int `json:"delegations,omitempty"`
 }
 
+// ErrSubAgentFailed is the application error type of a failed
+// SubAgentWorkflow; its details are a SubAgentFailure.
+const ErrSubAgentFailed = "SubAgentFailed"
+
+// SubAgentFailure is what a failed sub-agent reports in its failure's
+// details: what it spent before it failed (its LLM calls that finished and
+// its own sub-agents'), so its caller counts it in usage and budgets.
+type SubAgentFailure struct {
+	Usage       Usage `json:"usage"`
+	Delegations int   `json:"delegations,omitempty"`
+}
+
 // LLMCallRecord is one model call's usage record (table llm_call). Its ID
 // names the activity attempt (workflow, Temporal run, activity, attempt)
 // and the call within it, so storing it twice stores it once.
@@ -762,12 +791,22 @@ type LLMCallRecord struct {
 	PromptTokens     int    `json:"prompt_tokens"`
 	CompletionTokens int    `json:"completion_tokens"`
 	TotalTokens      int    `json:"total_tokens"`
+	// CachedTokens, CacheWriteTokens and ReasoningTokens are the parts of
+	// the prompt and completion counts priced at their own rates.
+	CachedTokens     int    `json:"cached_tokens,omitempty"`
+	CacheWriteTokens int    `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int    `json:"reasoning_tokens,omitempty"`
 	LatencyMs        int64  `json:"latency_ms"`
 	FirstTokenMs     int64  `json:"first_token_ms"`
 	Error            string `json:"error,omitempty"`
 	// CostUSD is the call's cost; nil when it failed or its model has no
 	// price.
 	CostUSD *float64 `json:"cost_usd,omitempty"`
+	// TeamName is the team the call's agent worked in (a sub-agent's is
+	// its caller's team); empty for the global supervisor. AgentPath is the
+	// agent's path from the global supervisor (Source.Path).
+	TeamName  string   `json:"team_name,omitempty"`
+	AgentPath []string `json:"agent_path,omitempty"`
 }
 
 // AnswerRecord is what a workflow stores after an LLM activity that

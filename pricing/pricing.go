@@ -11,19 +11,22 @@ import (
 
 // Price is a model's list price in US dollars per million tokens.
 // CachedInput prices prompt tokens served from the provider's cache (0:
-// as Input); Reasoning prices reasoning tokens (0: as Output).
+// as Input); CacheWrite prompt tokens written to the cache (Bedrock's
+// cache writes; 0: as Input); Reasoning prices reasoning tokens (0: as
+// Output).
 type Price struct {
 	Input       float64 `json:"input"`
 	Output      float64 `json:"output"`
 	CachedInput float64 `json:"cached_input,omitempty"`
+	CacheWrite  float64 `json:"cache_write,omitempty"`
 	Reasoning   float64 `json:"reasoning,omitempty"`
 }
 
 // Usage is one call's token counts. CachedInput is the part of Input served
-// from the cache; Reasoning the part of Output spent reasoning (providers
-// count both inside the totals).
+// from the cache, CacheWrite the part written to it; Reasoning the part of
+// Output spent reasoning (the totals count them all).
 type Usage struct {
-	Input, Output, CachedInput, Reasoning int
+	Input, Output, CachedInput, CacheWrite, Reasoning int
 }
 
 // Table maps model names to prices.
@@ -70,7 +73,7 @@ func Load(path string) (Table, error) {
 		return nil, fmt.Errorf("LLM_PRICES_FILE %s: %w", path, err)
 	}
 	for m, p := range extra {
-		if p.Input < 0 || p.Output < 0 || p.CachedInput < 0 || p.Reasoning < 0 {
+		if p.Input < 0 || p.Output < 0 || p.CachedInput < 0 || p.CacheWrite < 0 || p.Reasoning < 0 {
 			return nil, fmt.Errorf("LLM_PRICES_FILE %s: model %q has a negative price", path, m)
 		}
 		t[strings.ToLower(strings.TrimSpace(m))] = p
@@ -118,19 +121,28 @@ func boundary(m string, n int) bool {
 	return n == len(m) || strings.ContainsRune("-:@.", rune(m[n]))
 }
 
-// Cost is what a call with this usage costs at this price, in US dollars.
+// Cost is what a call with this usage costs at this price, in US dollars:
+//
+//	( (Input − CachedInput − CacheWrite) × p.Input + CachedInput × p.CachedInput
+//	+ CacheWrite × p.CacheWrite
+//	+ (Output − Reasoning) × p.Output + Reasoning × p.Reasoning ) / 1e6
+//
+// A part's price of 0 is its base price (Input or Output); counts below 0
+// are 0, and the parts are capped by their totals (cache reads first).
 func (p Price) Cost(u Usage) float64 {
-	cached := min(max(u.CachedInput, 0), max(u.Input, 0))
-	reasoning := min(max(u.Reasoning, 0), max(u.Output, 0))
-	cachedPrice, reasoningPrice := p.CachedInput, p.Reasoning
-	if cachedPrice == 0 {
-		cachedPrice = p.Input
+	input, output := max(u.Input, 0), max(u.Output, 0)
+	cached := min(max(u.CachedInput, 0), input)
+	written := min(max(u.CacheWrite, 0), input-cached)
+	reasoning := min(max(u.Reasoning, 0), output)
+	or := func(v, base float64) float64 {
+		if v == 0 {
+			return base
+		}
+		return v
 	}
-	if reasoningPrice == 0 {
-		reasoningPrice = p.Output
-	}
-	micro := float64(max(u.Input, 0)-cached)*p.Input + float64(cached)*cachedPrice +
-		float64(max(u.Output, 0)-reasoning)*p.Output + float64(reasoning)*reasoningPrice
+	micro := float64(input-cached-written)*p.Input + float64(cached)*or(p.CachedInput, p.Input) +
+		float64(written)*or(p.CacheWrite, p.Input) +
+		float64(output-reasoning)*p.Output + float64(reasoning)*or(p.Reasoning, p.Output)
 	return micro / 1e6
 }
 

@@ -102,3 +102,20 @@ func TestLoad(t *testing.T) {
 		t.Error("a missing file loaded")
 	}
 }
+
+// Cache writes (Bedrock) have their own price, by default the input's; the
+// cached and written parts together are capped by the prompt's count.
+func TestCostCacheWrites(t *testing.T) {
+	p := Price{Input: 3, CachedInput: 0.3, CacheWrite: 3.75, Output: 15}
+	u := Usage{Input: 1000, CachedInput: 600, CacheWrite: 300, Output: 100}
+	if got := p.Cost(u); !near(got, (100*3+600*0.3+300*3.75+100*15)/1e6) {
+		t.Fatalf("cost = %v", got)
+	}
+	if got := (Price{Input: 3, Output: 15}).Cost(u); !near(got, (1000*3+100*15)/1e6) {
+		t.Fatalf("cost without cache prices = %v", got)
+	}
+	// 900 cached leaves 100 of the prompt to be written.
+	if got := p.Cost(Usage{Input: 1000, CachedInput: 900, CacheWrite: 300}); !near(got, (900*0.3+100*3.75)/1e6) {
+		t.Fatalf("capped cost = %v", got)
+	}
+}

@@ -250,14 +250,31 @@ type LLMCall struct {
 	PromptTokens     int
 	CompletionTokens int
 	TotalTokens      int
+	// CachedTokens and CacheWriteTokens are the parts of PromptTokens read
+	// from and written to the provider's cache, ReasoningTokens the part of
+	// CompletionTokens spent reasoning (0 for calls stored before them).
+	CachedTokens     int
+	CacheWriteTokens int
+	ReasoningTokens  int
 	LatencyMs        int64
 	FirstTokenMs     int64
 	Error            string
 	// CostUSD is the call's cost in US dollars; NULL when the call failed
 	// or its model has no price.
-	CostUSD   *float64 `gorm:"column:cost_usd"`
+	CostUSD *float64 `gorm:"column:cost_usd"`
+	// TeamName is the team the call was made in ('' for the global
+	// supervisor's calls and calls stored before the column); a
+	// sub-agent's calls carry the team of the worker that delegated.
+	TeamName string
+	// AgentPath is the agent's path of agent_ids from the global
+	// supervisor; nil for calls stored before the column.
+	AgentPath []string `gorm:"serializer:json"`
 	CreatedAt time.Time
 }
+
+// SubAgentCall tells whether the call was a sub-agent's: its path runs
+// below a worker (global supervisor, team supervisor, worker, sub-agent…).
+func (c LLMCall) SubAgentCall() bool { return len(c.AgentPath) > 3 }
 
 func (LLMCall) TableName() string { return "llm_call" }
 
@@ -279,7 +296,8 @@ func LLMCallFromRecord(r models.LLMCallRecord) *LLMCall {
 		ID: r.ID, RunID: r.RunID, AgentID: r.AgentID, Purpose: r.Purpose, Model: r.Model, Provider: r.Provider,
 		Attempt: r.Attempt, Status: r.Status, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
 		TotalTokens: r.TotalTokens, LatencyMs: r.LatencyMs, FirstTokenMs: r.FirstTokenMs, Error: r.Error,
-		CostUSD: r.CostUSD,
+		CostUSD: r.CostUSD, TeamName: r.TeamName, AgentPath: r.AgentPath,
+		CachedTokens: r.CachedTokens, CacheWriteTokens: r.CacheWriteTokens, ReasoningTokens: r.ReasoningTokens,
 	}
 }
 
@@ -311,18 +329,23 @@ func (s *Store) RunUsage(ctx context.Context, runIDs ...string) (map[string]mode
 		PromptTokens     int
 		CompletionTokens int
 		TotalTokens      int
+		CachedTokens     int
+		CacheWriteTokens int
+		ReasoningTokens  int
 		CostUSD          *float64
 		Unpriced         int
 	}
 	err := s.db.WithContext(ctx).Model(&LLMCall{}).
 		Select("run_id, SUM(prompt_tokens) AS prompt_tokens, SUM(completion_tokens) AS completion_tokens, SUM(total_tokens) AS total_tokens, "+
+			"SUM(cached_tokens) AS cached_tokens, SUM(cache_write_tokens) AS cache_write_tokens, SUM(reasoning_tokens) AS reasoning_tokens, "+
 			"SUM(cost_usd) AS cost_usd, SUM(CASE WHEN status = 'ok' AND cost_usd IS NULL THEN 1 ELSE 0 END) AS unpriced").
 		Where("run_id IN ?", runIDs).Group("run_id").Scan(&rows).Error
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range rows {
-		u := models.Usage{PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, TotalTokens: r.TotalTokens, CostUnknown: r.Unpriced > 0}
+		u := models.Usage{PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, TotalTokens: r.TotalTokens, CostUnknown: r.Unpriced > 0,
+			CachedTokens: r.CachedTokens, CacheWriteTokens: r.CacheWriteTokens, ReasoningTokens: r.ReasoningTokens}
 		if r.CostUSD != nil {
 			u.CostUSD = *r.CostUSD
 		}

@@ -112,10 +112,13 @@ type agentTurn struct {
 
 // turnResult is a finished turn.
 type turnResult struct {
-	Answer    models.RespondResult
-	Usage     models.Usage
-	Warnings  []string
-	ToolsUsed []string
+	Answer models.RespondResult
+	Usage  models.Usage
+	// SubAgentUsage is the part of Usage its sub-agents spent; nil when it
+	// delegated to none.
+	SubAgentUsage *models.Usage
+	Warnings      []string
+	ToolsUsed     []string
 }
 
 // run loops: the model answers or asks for tool calls; each tool call runs
@@ -201,6 +204,13 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 				}
 			}
 			res.Usage = res.Usage.Add(usage)
+			if call.Name == models.DelegateToolName && usage != (models.Usage{}) {
+				sub := usage
+				if res.SubAgentUsage != nil {
+					sub = res.SubAgentUsage.Add(usage)
+				}
+				res.SubAgentUsage = &sub
+			}
 			content := out.Content
 			if out.IsError {
 				content = "error: " + content
@@ -419,10 +429,37 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 		if temporal.IsCanceledError(err) {
 			return models.ToolOutput{}, models.Usage{}, err
 		}
-		return finish(models.ToolOutput{Content: fmt.Sprintf("sub-agent %q failed: %s", def.Name, failureMessage(err)), IsError: true}), models.Usage{}, nil
+		// What the failed sub-agent spent counts, so a budget overshoots by
+		// no more than the calls in flight (changeFailedSubAgentUsage).
+		var spent models.Usage
+		if workflow.GetVersion(ctx, changeFailedSubAgentUsage, workflow.DefaultVersion, 1) == 1 {
+			spent = failedSubAgentUsage(err)
+		}
+		return finish(models.ToolOutput{Content: fmt.Sprintf("sub-agent %q failed: %s", def.Name, failureMessage(err)), IsError: true}), spent, nil
 	}
 	result, _ := json.Marshal(map[string]any{"ok": true, "sub_agent": def.Name, "message_id": res.MessageID, "summary": res.Summary})
 	return finish(models.ToolOutput{Content: string(result)}), res.Usage, nil
+}
+
+// changeFailedSubAgentUsage: a caller counts what a failed sub-agent spent
+// (the SubAgentFailure in its failure's details) in its turn's usage, and
+// so in the run's usage and budgets; before it, a failed sub-agent's calls
+// counted nowhere in the workflow.
+const changeFailedSubAgentUsage = "failed-sub-agent-usage"
+
+// failedSubAgentUsage is what a failed sub-agent reported spending in its
+// failure's details; nothing when it reported nothing (a sub-agent that
+// failed before it could, or one of an older version).
+func failedSubAgentUsage(err error) models.Usage {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != models.ErrSubAgentFailed || !appErr.HasDetails() {
+		return models.Usage{}
+	}
+	var f models.SubAgentFailure
+	if appErr.Details(&f) != nil {
+		return models.Usage{}
+	}
+	return f.Usage
 }
 
 // subAgentSummaryChars bounds what a sub-agent returns to its caller; the
@@ -448,7 +485,17 @@ func SubAgentWorkflow(ctx workflow.Context, in models.SubAgentInput) (*models.Su
 	turn.Gate.listen(ctx)
 	res, err := turn.run(ctx)
 	if err != nil {
-		return nil, err
+		if temporal.IsCanceledError(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		// The failure carries what the sub-agent spent before it failed,
+		// for its caller to count (changeFailedSubAgentUsage). Its message
+		// is the cause's, without the cause itself, so the caller's
+		// failureMessage reads the same text as before.
+		return nil, temporal.NewApplicationErrorWithOptions(failureMessage(err), models.ErrSubAgentFailed, temporal.ApplicationErrorOptions{
+			NonRetryable: true,
+			Details:      []any{models.SubAgentFailure{Usage: res.Usage, Delegations: spent}},
+		})
 	}
 	summary := res.Answer.Output
 	if r := []rune(summary); len(r) > subAgentSummaryChars {

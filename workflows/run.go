@@ -354,7 +354,15 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 // result is the run's result so far.
 func (w *runWorkflow) result() *models.RunResult {
 	s := w.state
-	return &models.RunResult{Teams: s.Teams, Warnings: s.Warnings, Errors: s.Errors, Usage: s.Usage}
+	r := &models.RunResult{Teams: s.Teams, Warnings: s.Warnings, Errors: s.Errors, Usage: s.Usage}
+	for _, t := range s.Teams {
+		for _, wo := range t.Workers {
+			if wo.SubAgentUsage != nil {
+				r.SubAgentUsage = r.SubAgentUsage.Add(*wo.SubAgentUsage)
+			}
+		}
+	}
+	return r
 }
 
 // withDeadline returns the context the run's work runs on: with
@@ -831,6 +839,7 @@ func (w *runWorkflow) finishTeam(ctx workflow.Context, t startedTeam) (models.Te
 	s.Usage = s.Usage.Add(res.SupervisorUsage)
 	w.addTeamUsage(out.TeamName, w.supervisorOf(out.TeamName), res.SupervisorUsage)
 	out.Workers, out.Status = res.Output.Workers, models.TeamCompleted
+	out.Usage = turnUsage(res.SupervisorUsage, res.Output.Workers)
 	w.upsertUsage(ctx)
 	return out, nil
 }
@@ -853,6 +862,7 @@ func (w *runWorkflow) keepFinishedWorkers(out *models.TeamOutput, ts *TeamState)
 	if len(ts.Outputs) > 0 {
 		out.Workers, out.Partial = append([]models.WorkerOutput(nil), ts.Outputs...), true
 	}
+	out.Usage = turnUsage(ts.Usage, ts.Outputs)
 }
 
 // recordTeam adds a finished turn to the run. A failure is recorded as an

@@ -206,7 +206,7 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 		// turn keeps a preview, so its state and result stay small.
 		s.Outputs = append(s.Outputs, models.WorkerOutput{
 			AgentID: worker.AgentID, Name: worker.Name, Instruction: d.Instruction,
-			Output: res.Output, Model: res.Model, Offline: res.Offline, Usage: tr.Usage,
+			Output: res.Output, Model: res.Model, Offline: res.Offline, Usage: tr.Usage, SubAgentUsage: tr.SubAgentUsage,
 			ToolsUsed: tr.ToolsUsed, MessageID: turn.MessageID,
 		}.WithPreview())
 		if !contains(s.Dispatched, worker.Name) {
@@ -221,7 +221,7 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 	return &models.TeamResult{
 		Output: models.TeamOutput{
 			Turn: in.Turn, TeamName: team.Name, Instruction: in.Instruction,
-			Workers: s.Outputs,
+			Workers: s.Outputs, Usage: turnUsage(s.Usage, s.Outputs),
 		},
 		Warnings:        s.Warnings,
 		SupervisorUsage: s.Usage,
@@ -242,6 +242,15 @@ func suspendedTurn(s *TeamState, output models.TeamOutput) *models.SuspendedTurn
 // resumedState is a stopped turn's state again.
 func resumedState(t models.SuspendedTurn) *TeamState {
 	return &TeamState{Input: t.Input, Iteration: t.Iteration, Outputs: t.Outputs, Dispatched: t.Dispatched, Warnings: t.Warnings, Usage: t.Usage}
+}
+
+// turnUsage is a team turn's usage: its supervisor's and its workers'.
+func turnUsage(supervisor models.Usage, workers []models.WorkerOutput) models.Usage {
+	u := supervisor
+	for _, w := range workers {
+		u = u.Add(w.Usage)
+	}
+	return u
 }
 
 func availableWorkers(team *models.Team, dispatched []string) []models.Option {

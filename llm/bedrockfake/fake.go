@@ -113,11 +113,16 @@ type ToolUse struct {
 	Input string `json:"input"` // JSON text, streamed in pieces; empty means {}
 }
 
-// Usage is token usage in Bedrock's wire form.
+// Usage is token usage in Bedrock's wire form. As Bedrock counts them,
+// InputTokens leaves out the prompt tokens read from the cache
+// (CacheReadInputTokens) and written to it (CacheWriteInputTokens), and
+// TotalTokens counts them all.
 type Usage struct {
-	InputTokens  int `json:"inputTokens"`
-	OutputTokens int `json:"outputTokens"`
-	TotalTokens  int `json:"totalTokens"`
+	InputTokens           int `json:"inputTokens"`
+	OutputTokens          int `json:"outputTokens"`
+	TotalTokens           int `json:"totalTokens"`
+	CacheReadInputTokens  int `json:"cacheReadInputTokens,omitempty"`
+	CacheWriteInputTokens int `json:"cacheWriteInputTokens,omitempty"`
 }
 
 // Message is a Converse message as the fake received it.

@@ -403,8 +403,15 @@ func buildEvents(idx int, wr *wireRequest, resp *Response) []eventstream.Message
 		if u == (Usage{}) {
 			u = estimate(wr, resp)
 		}
+		usage := map[string]any{"inputTokens": u.InputTokens, "outputTokens": u.OutputTokens, "totalTokens": u.TotalTokens}
+		if u.CacheReadInputTokens > 0 {
+			usage["cacheReadInputTokens"] = u.CacheReadInputTokens
+		}
+		if u.CacheWriteInputTokens > 0 {
+			usage["cacheWriteInputTokens"] = u.CacheWriteInputTokens
+		}
 		evs = append(evs, event("metadata", map[string]any{
-			"usage":   map[string]any{"inputTokens": u.InputTokens, "outputTokens": u.OutputTokens, "totalTokens": u.TotalTokens},
+			"usage":   usage,
 			"metrics": map[string]any{"latencyMs": 42},
 		}))
 	}

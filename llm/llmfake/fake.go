@@ -108,11 +108,42 @@ type ToolCall struct {
 	Arguments string `json:"arguments"`
 }
 
-// Usage is token usage in OpenAI's wire form.
+// Usage is token usage in OpenAI's wire form. The details, when set, say
+// how many prompt tokens came from the provider's cache and how many
+// completion tokens were spent reasoning (both inside the counts).
 type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens            int                      `json:"prompt_tokens"`
+	CompletionTokens        int                      `json:"completion_tokens"`
+	TotalTokens             int                      `json:"total_tokens"`
+	PromptTokensDetails     *PromptTokensDetails     `json:"prompt_tokens_details,omitempty"`
+	CompletionTokensDetails *CompletionTokensDetails `json:"completion_tokens_details,omitempty"`
+}
+
+// PromptTokensDetails is OpenAI's usage.prompt_tokens_details.
+type PromptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// CompletionTokensDetails is OpenAI's usage.completion_tokens_details.
+type CompletionTokensDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+// Cached is the cached part of the prompt tokens, 0 without details.
+func (u Usage) Cached() int {
+	if u.PromptTokensDetails == nil {
+		return 0
+	}
+	return u.PromptTokensDetails.CachedTokens
+}
+
+// Reasoning is the reasoning part of the completion tokens, 0 without
+// details.
+func (u Usage) Reasoning() int {
+	if u.CompletionTokensDetails == nil {
+		return 0
+	}
+	return u.CompletionTokensDetails.ReasoningTokens
 }
 
 // Message is a chat message as the fake received it. Content arrays (text
