@@ -261,6 +261,9 @@ func sortPoints(p []ForkPoint) {
 	}
 }
 
+// Events are the run's events the analysis read.
+func (a *ForkAnalysis) Events() []Event { return a.events }
+
 // Resolve maps a requested sequence to its fork point: the point itself,
 // or, for an event of a worker's answer (its stream, tool calls,
 // sub-agents), the dispatch.worker that began it. Anything else is a 400
