@@ -57,6 +57,10 @@ func TestForkRun(t *testing.T) {
 	e := newEnv(t, forkRules())
 	hid := e.createHierarchy(referenceHierarchy())
 	orig := e.startRun(hid, "Explain quantum tunnelling")
+	// A run still going cannot be forked yet.
+	if status, env := e.post("/runs/fork", map[string]any{"id": orig, "after_sequence": 1}); status != 409 || env.ErrorCode != models.CodeExecutionInProgress.Name {
+		t.Errorf("fork of a running run: %d %+v", status, env)
+	}
 	origView := e.waitRun(orig, time.Minute)
 	if origView.Status != models.RunCompleted || len(origView.Result.Teams) != 2 {
 		t.Fatalf("original = %+v", origView)
@@ -64,8 +68,7 @@ func TestForkRun(t *testing.T) {
 	origEvents := e.storedEvents(orig)
 	callsBefore := len(e.fake.Calls())
 
-	// A fork of a run still going is refused, of a run the caller cannot
-	// see is 404.
+	// A fork of a run the caller cannot see is 404.
 	if status, env := e.post("/runs/fork", map[string]any{"id": "no-such-run", "after_sequence": 3}); status != 404 || env.ErrorCode != models.CodeExecutionNotFound.Name {
 		t.Errorf("fork of an unknown run: %d %+v", status, env)
 	}
