@@ -102,9 +102,23 @@ func TestForkRun(t *testing.T) {
 		}
 	}
 
-	// The fork: after research's first turn, the next turn forced to writing.
+	// A change that cannot apply at the point: 400 naming it.
+	status, env = e.post("/runs/fork", map[string]any{"id": orig, "after_sequence": points[0].Sequence, "changes": map[string]any{"next_team": "writing"}})
+	if status != 400 || env.ErrorCode != models.CodeInvalidParameters.Name || !strings.Contains(env.Message, "changes.next_team") {
+		t.Errorf("next_team at a dispatch.team point: %d %+v", status, env)
+	}
+	if n := len(e.fake.Calls()); n != callsBefore {
+		t.Fatalf("refused forks called the model %d times", n-callsBefore)
+	}
+
+	// The fork: after research's first turn, the next turn forced to
+	// writing, with its own instruction and a new prompt for the writer.
 	var fork forkAnswer
-	e.mustPost("/runs/fork", map[string]any{"id": orig, "after_sequence": after.Sequence, "changes": map[string]any{"next_team": "writing"}}, &fork)
+	e.mustPost("/runs/fork", map[string]any{"id": orig, "after_sequence": after.Sequence, "changes": map[string]any{
+		"next_team":         "writing",
+		"team_instructions": map[string]any{"writing": "WRITE FOR CHILDREN"},
+		"agents":            []any{map[string]any{"agent_id": "w-writer", "system_prompt": "W-WRITER-BETTER You write simply."}},
+	}}, &fork)
 	if fork.ID == "" || fork.ID == orig || fork.ForkedFrom != (models.ForkedFrom{RunID: orig, Sequence: after.Sequence}) {
 		t.Fatalf("fork answer = %+v", fork)
 	}
@@ -120,8 +134,11 @@ func TestForkRun(t *testing.T) {
 			t.Errorf("the fork called %s %d times: the copied part was repeated", marker, n)
 		}
 	}
-	if n := len(callsMatching(forkCalls, "W-WRITER")); n != 1 {
-		t.Errorf("the fork called the writer %d times, want 1", n)
+	if n := len(callsMatching(forkCalls, "W-WRITER-BETTER")); n != 1 {
+		t.Errorf("the fork called the writer with its new prompt %d times, want 1", n)
+	}
+	if ts := callsMatching(forkCalls, "TS-WRITING"); len(ts) == 0 || !strings.Contains(ts[0].Messages[len(ts[0].Messages)-1].Content, "WRITE FOR CHILDREN") {
+		t.Errorf("writing's supervisor was not given the fork's instruction: %+v", ts)
 	}
 	// The global supervisor: its decision after writing and the final
 	// answer; the forced dispatch asked nobody.
@@ -131,7 +148,7 @@ func TestForkRun(t *testing.T) {
 
 	// Results: the copied research turn, then writing.
 	res := view.Result
-	if len(res.Teams) != 2 || res.Teams[0].TeamName != "research" || res.Teams[1].TeamName != "writing" || res.Teams[1].Turn != 2 {
+	if len(res.Teams) != 2 || res.Teams[0].TeamName != "research" || res.Teams[1].TeamName != "writing" || res.Teams[1].Turn != 2 || res.Teams[1].Instruction != "WRITE FOR CHILDREN" {
 		t.Fatalf("fork's teams = %+v", res.Teams)
 	}
 	if !reflect.DeepEqual(res.Teams[0].Workers, origView.Result.Teams[0].Workers) {
