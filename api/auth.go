@@ -96,6 +96,8 @@ func routeRules() map[string]rule {
 		"POST " + e + "/subagents/list":   hr,
 
 		"POST " + e + "/runs/start":        rw,
+		"POST " + e + "/runs/fork":         rw,
+		"POST " + e + "/runs/fork-points":  rr,
 		"POST " + e + "/runs/get":          rr,
 		"POST " + e + "/runs/list":         rr,
 		"POST " + e + "/runs/cancel":       rw,

@@ -212,6 +212,9 @@ type Runs struct {
 	// attribute (decided apart from Options.SearchAttributes, which a
 	// namespace set up before tenants has without it).
 	TenantSearchAttribute bool
+	// ForkSearchAttribute says the namespace has the ForkedFrom search
+	// attribute (decided apart), which forks set.
+	ForkSearchAttribute bool
 	// Metrics counts the runs Reconcile ends (terminated or timed-out
 	// workflows, which no worker counts); nil counts nothing.
 	Metrics *telemetry.Metrics
@@ -259,14 +262,8 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 	// may start another tenant's hierarchy): never to a tenant the request
 	// names.
 	tenant := tenantOrDefault(h.TenantID)
-	if r.MaxConcurrentRuns > 0 {
-		n, err := r.Store.CountActiveRuns(ctx, tenant)
-		if err != nil {
-			return nil, err
-		}
-		if n >= int64(r.MaxConcurrentRuns) {
-			return nil, models.Errorf(models.CodeRateLimited, "the tenant has %d runs pending or running, the most allowed (MAX_CONCURRENT_RUNS_PER_TENANT); retry when one ends", n)
-		}
+	if err := r.checkConcurrency(ctx, tenant); err != nil {
+		return nil, err
 	}
 	id := opts.RunID
 	if id == "" {
@@ -286,6 +283,8 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 	run := &store.Run{
 		ID: id, HierarchyID: h.ID, HierarchyName: h.Name, TotalTeams: len(h.Teams),
 		WorkflowID: models.RunWorkflowID(id), Task: task, TenantID: tenant,
+		// Kept for forks (runs/fork), which start from them.
+		Hierarchy: h, ExecutionConfig: &store.ExecutionConfig{MaxParallelTeams: opts.MaxParallelTeams, Budget: opts.Budget},
 	}
 	var previous *models.PreviousRun
 	if p := opts.Previous; p != nil {
@@ -588,6 +587,8 @@ type listRunsInput struct {
 	HierarchyID string `json:"hierarchy_id"`
 	Status      string `json:"status"`
 	ThreadID    string `json:"thread_id"`
+	// ForkedFrom lists the forks of a run (runs/fork).
+	ForkedFrom string `json:"forked_from"`
 }
 
 func (s *Server) listRuns(c *gin.Context) {
@@ -601,7 +602,7 @@ func (s *Server) listRuns(c *gin.Context) {
 		return
 	}
 	f.Tenant = tenantFilter(c.Request.Context())
-	runs, total, err := s.store.ListRuns(c.Request.Context(), store.RunFilter{ListFilter: f, HierarchyID: strings.TrimSpace(in.HierarchyID), Status: in.Status, ThreadID: strings.TrimSpace(in.ThreadID)})
+	runs, total, err := s.store.ListRuns(c.Request.Context(), store.RunFilter{ListFilter: f, HierarchyID: strings.TrimSpace(in.HierarchyID), Status: in.Status, ThreadID: strings.TrimSpace(in.ThreadID), ForkedFrom: strings.TrimSpace(in.ForkedFrom)})
 	if err != nil {
 		s.writeError(c, err)
 		return

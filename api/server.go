@@ -147,6 +147,8 @@ func NewServer(opts Options) *Server {
 
 	runs := v1.Group("/runs", s.requireRuns)
 	runs.POST("/start", s.idempotentCreate("runs/start"), s.startRun)
+	runs.POST("/fork", s.idempotentCreate("runs/fork"), s.forkRun)
+	runs.POST("/fork-points", s.forkPoints)
 	runs.POST("/get", s.getRun)
 	runs.POST("/list", s.listRuns)
 	runs.POST("/cancel", s.cancelRun)

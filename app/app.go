@@ -220,7 +220,7 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 	o := collect(opts)
 	access := NewAccess(cfg, st, o.tokens)
 	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg), MaxConcurrentRuns: access.MaxConcurrentRuns}
-	runs.Options.SearchAttributes, runs.TenantSearchAttribute, runs.Options.UsageSearchAttributes = useSearchAttributes(cfg, log, tc)
+	runs.Options.SearchAttributes, runs.TenantSearchAttribute, runs.Options.UsageSearchAttributes, runs.ForkSearchAttribute = useSearchAttributes(cfg, log, tc)
 	if router != nil {
 		runs.Models = router
 	}

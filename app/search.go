@@ -22,23 +22,24 @@ import (
 // TenantId is decided on its own, so that a namespace set up before tenants
 // keeps the other three.
 //
-// TotalTokens and CostUsd (usage) are decided on their own the same way.
-func useSearchAttributes(cfg config.Config, log *slog.Logger, tc client.Client) (core, tenant, usage bool) {
+// TotalTokens and CostUsd (usage) are decided on their own the same way,
+// and so is ForkedFrom (fork).
+func useSearchAttributes(cfg config.Config, log *slog.Logger, tc client.Client) (core, tenant, usage, fork bool) {
 	switch cfg.TemporalSearchAttributes {
 	case "true":
-		return true, true, true
+		return true, true, true, true
 	case "false":
-		return false, false, false
+		return false, false, false, false
 	}
 	if tc == nil {
-		return false, false, false
+		return false, false, false, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	resp, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: cfg.TemporalNamespace})
 	if err != nil {
 		log.Warn("cannot list search attributes; runs will not set them", "error", err)
-		return false, false, false
+		return false, false, false, false
 	}
 	var missing []string
 	for name, typ := range models.SearchAttributeTypes() {
@@ -47,13 +48,14 @@ func useSearchAttributes(cfg config.Config, log *slog.Logger, tc client.Client) 
 		}
 	}
 	_, hasTenant := resp.GetCustomAttributes()[models.SearchTenantID.GetName()]
+	_, fork = resp.GetCustomAttributes()[models.SearchForkedFrom.GetName()]
 	usage = true
 	for _, name := range models.UsageSearchAttributes() {
 		if _, ok := resp.GetCustomAttributes()[name]; !ok {
 			usage = false
 		}
 	}
-	apart := append(models.UsageSearchAttributes(), models.SearchTenantID.GetName())
+	apart := append(models.UsageSearchAttributes(), models.SearchTenantID.GetName(), models.SearchForkedFrom.GetName())
 	core = true
 	for _, m := range missing {
 		separate := false
@@ -69,7 +71,7 @@ func useSearchAttributes(cfg config.Config, log *slog.Logger, tc client.Client) 
 	if len(missing) > 0 {
 		sort.Strings(missing)
 		log.Warn("search attributes missing; runs will not set them (create them with: temporal operator search-attribute create --namespace "+
-			cfg.TemporalNamespace+" "+strings.Join(missing, " ")+")", "hierarchy_attributes", core, "tenant_attribute", hasTenant, "usage_attributes", usage)
+			cfg.TemporalNamespace+" "+strings.Join(missing, " ")+")", "hierarchy_attributes", core, "tenant_attribute", hasTenant, "usage_attributes", usage, "fork_attribute", fork)
 	}
-	return core, hasTenant, usage
+	return core, hasTenant, usage, fork
 }

@@ -137,9 +137,9 @@ until "$TEMPORAL" operator search-attribute list --address "$ADDR" -n "$NS" >"$D
   sleep 1
 done
 # models/search.go: HierarchyId Keyword, RunStatus Keyword, HierarchyName Text, TenantId Keyword,
-# TotalTokens Int, CostUsd Double.
+# TotalTokens Int, CostUsd Double, ForkedFrom Keyword.
 missing=()
-for sa in HierarchyId:Keyword RunStatus:Keyword HierarchyName:Text TenantId:Keyword TotalTokens:Int CostUsd:Double; do
+for sa in HierarchyId:Keyword RunStatus:Keyword HierarchyName:Text TenantId:Keyword TotalTokens:Int CostUsd:Double ForkedFrom:Keyword; do
   name="${sa%%:*}"; type="${sa##*:}"
   if ! grep -qE "^ *$name +$type\b" "$DIR/search-attributes.txt"; then missing+=(--name "$name" --type "$type"); fi
 done

@@ -170,14 +170,18 @@ func routeCases() map[string]routeCase {
 		"POST " + e + "/runs/start": obj(func(f accessFixture) (string, any) {
 			return e + "/runs/start", map[string]any{"hierarchy_id": f.hierarchy, "task": "route test"}
 		}),
-		"POST " + e + "/runs/get":       runBody("/runs/get"),
-		"POST " + e + "/runs/list":      {list: true, build: body(e+"/runs/list", map[string]any{})},
-		"POST " + e + "/runs/cancel":    runBody("/runs/cancel"),
-		"POST " + e + "/runs/pause":     runBody("/runs/pause"),
-		"POST " + e + "/runs/resume":    runBody("/runs/resume"),
-		"POST " + e + "/runs/approvals": runBody("/runs/approvals"),
-		"POST " + e + "/runs/approve":   runBody("/runs/approve"),
-		"POST " + e + "/runs/reject":    runBody("/runs/reject"),
+		"POST " + e + "/runs/get": runBody("/runs/get"),
+		"POST " + e + "/runs/fork": obj(func(f accessFixture) (string, any) {
+			return e + "/runs/fork", map[string]any{"id": f.run, "after_sequence": 1}
+		}),
+		"POST " + e + "/runs/fork-points": runBody("/runs/fork-points"),
+		"POST " + e + "/runs/list":        {list: true, build: body(e+"/runs/list", map[string]any{})},
+		"POST " + e + "/runs/cancel":      runBody("/runs/cancel"),
+		"POST " + e + "/runs/pause":       runBody("/runs/pause"),
+		"POST " + e + "/runs/resume":      runBody("/runs/resume"),
+		"POST " + e + "/runs/approvals":   runBody("/runs/approvals"),
+		"POST " + e + "/runs/approve":     runBody("/runs/approve"),
+		"POST " + e + "/runs/reject":      runBody("/runs/reject"),
 		"POST " + e + "/runs/teams/cancel": obj(func(f accessFixture) (string, any) {
 			return e + "/runs/teams/cancel", map[string]any{"id": f.run, "team_name": "route-test-team", "reason": "route test"}
 		}),

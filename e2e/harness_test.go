@@ -87,7 +87,7 @@ func runWithDevServer(m *testing.M) (int, error) {
 		LogLevel:      "error",
 		SearchAttributes: temporal.NewSearchAttributes(
 			models.SearchHierarchyID.ValueSet(""), models.SearchRunStatus.ValueSet(""), models.SearchHierarchyName.ValueSet(""),
-			models.SearchTenantID.ValueSet(""), models.SearchTotalTokens.ValueSet(0), models.SearchCostUSD.ValueSet(0),
+			models.SearchTenantID.ValueSet(""), models.SearchTotalTokens.ValueSet(0), models.SearchCostUSD.ValueSet(0), models.SearchForkedFrom.ValueSet(""),
 		),
 		ExtraArgs: []string{
 			"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",

@@ -147,6 +147,23 @@ func TestRecordReplayHistories(t *testing.T) {
 		e.waitRun(id, time.Minute)
 		e.exportRun(t, id, dir("budgeted"))
 	})
+	t.Run("forked", func(t *testing.T) {
+		// A fork (runs/fork) after the first research turn, forced to
+		// writing: its input carries the seed (RunInput.Fork).
+		e := newEnv(t, forkRules())
+		orig := e.startRun(e.createHierarchy(referenceHierarchy()), "record a fork's original")
+		e.waitRun(orig, time.Minute)
+		var after int64
+		for _, p := range e.forkPointsOf(orig) {
+			if p.Kind == models.ForkAtTeamFinished && p.Turn == 1 {
+				after = p.Sequence
+			}
+		}
+		var fork forkAnswer
+		e.mustPost("/runs/fork", map[string]any{"id": orig, "after_sequence": after, "changes": map[string]any{"next_team": "writing"}}, &fork)
+		e.waitRun(fork.ID, time.Minute)
+		e.exportRun(t, fork.ID, dir("forked"))
+	})
 	t.Run("retry", func(t *testing.T) {
 		full := strings.Repeat("complete ", 20)
 		e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-WRITER": {{Content: full, DropAfterChunks: 6}, {Content: full}}}))

@@ -53,6 +53,11 @@ var CodeExecutionFinished = Code{"EXECUTION_ALREADY_FINISHED", 40901, 409}
 // is not at work now (not started yet, or already ended).
 var CodeTeamNotRunning = Code{"TEAM_NOT_RUNNING", 40904, 409}
 
+// CodeSequenceNotForkable refuses runs/fork at an event that is not a
+// fork point; the message names the nearest points before and after. It
+// keeps INVALID_PARAMETERS's numeric code, as the other 400s do.
+var CodeSequenceNotForkable = Code{"SEQUENCE_NOT_FORKABLE", 40001, 400}
+
 // CodeBudgetExceeded is a run error only (in a run's errors, never an HTTP
 // answer): the run's execution_config.budget was spent with on_exceeded
 // "fail". 402 Payment Required is the status that names spending.
@@ -62,7 +67,7 @@ var CodeBudgetExceeded = Code{"BUDGET_EXCEEDED", 40201, 402}
 func AllCodes() []Code {
 	return []Code{
 		CodeInvalidParameters, CodeInvalidConfig, CodeInvalidDependencies,
-		CodeProviderNotSupported, CodeMissingAPIKey,
+		CodeProviderNotSupported, CodeMissingAPIKey, CodeSequenceNotForkable,
 		CodeInvalidAPIKey, CodeBudgetExceeded, CodePermissionDenied,
 		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeRouteNotFound,
 		CodeExecutionInProgress, CodeExecutionFinished, CodeTeamNotRunning, CodeAlreadyExists, CodeIdempotencyKeyReused, CodeResourceLimitExceeded,

@@ -8,7 +8,8 @@ import "go.temporal.io/sdk/temporal"
 //
 //	temporal operator search-attribute create --namespace <ns> \
 //	  --name HierarchyId --type Keyword --name RunStatus --type Keyword --name HierarchyName --type Text \
-//	  --name TenantId --type Keyword --name TotalTokens --type Int --name CostUsd --type Double
+//	  --name TenantId --type Keyword --name TotalTokens --type Int --name CostUsd --type Double \
+//	  --name ForkedFrom --type Keyword
 var (
 	SearchHierarchyID   = temporal.NewSearchAttributeKeyKeyword("HierarchyId")
 	SearchRunStatus     = temporal.NewSearchAttributeKeyKeyword("RunStatus")
@@ -21,6 +22,9 @@ var (
 	// by the run's workflow: CostUsd > 1.5.
 	SearchTotalTokens = temporal.NewSearchAttributeKeyInt64("TotalTokens")
 	SearchCostUSD     = temporal.NewSearchAttributeKeyFloat64("CostUsd")
+	// SearchForkedFrom is the run id a fork was started from (runs/fork):
+	// ForkedFrom = "<run id>" lists a run's forks.
+	SearchForkedFrom = temporal.NewSearchAttributeKeyKeyword("ForkedFrom")
 )
 
 // UsageSearchAttributes are the names of the usage search attributes,
@@ -40,5 +44,6 @@ func SearchAttributeTypes() map[string]string {
 		SearchTenantID.GetName():      "Keyword",
 		SearchTotalTokens.GetName():   "Int",
 		SearchCostUSD.GetName():       "Double",
+		SearchForkedFrom.GetName():    "Keyword",
 	}
 }

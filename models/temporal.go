@@ -192,6 +192,10 @@ type RunInput struct {
 	// previous_run_id): the supervisors see its task, final answer and
 	// team results as context. Nil for a run that follows none.
 	Previous *PreviousRun `json:"previous,omitempty"`
+	// Fork seeds a forked run (runs/fork): it starts from the original
+	// run's state right after the fork point instead of from the
+	// beginning. Nil for any other run, and once the fork has started.
+	Fork *ForkSeed `json:"fork,omitempty"`
 	// State is the run's state carried across continue-as-new; nil when
 	// the run starts.
 	State *RunState `json:"state,omitempty"`
@@ -251,6 +255,9 @@ type SuspendedTurn struct {
 	Dispatched []string       `json:"dispatched"`
 	Warnings   []string       `json:"warnings,omitempty"`
 	Usage      Usage          `json:"usage"`
+	// Planned are dispatches the turn makes before asking its supervisor
+	// again (a fork's, see PlannedDispatch).
+	Planned []PlannedDispatch `json:"planned,omitempty"`
 }
 
 // PersistEventsInput stores a run's events.

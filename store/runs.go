@@ -23,14 +23,20 @@ type runRow struct {
 	Task          string
 	ThreadID      string
 	PreviousRunID string
-	Status        string
-	Result        string
-	FinalAnswer   string
-	Error         string
-	CreatedAt     time.Time
-	StartedAt     *time.Time
-	CompletedAt   *time.Time
-	UpdatedAt     time.Time
+	// HierarchySnapshot is the hierarchy the run ran (JSON) and
+	// ExecutionConfig its execution_config (JSON); a fork starts from them.
+	HierarchySnapshot  string
+	ExecutionConfig    string
+	ForkedFromRunID    string
+	ForkedFromSequence int64
+	Status             string
+	Result             string
+	FinalAnswer        string
+	Error              string
+	CreatedAt          time.Time
+	StartedAt          *time.Time
+	CompletedAt        *time.Time
+	UpdatedAt          time.Time
 }
 
 func (runRow) TableName() string { return "execution" }
@@ -50,15 +56,31 @@ type Run struct {
 	ThreadID string `json:"thread_id"`
 	// PreviousRunID is the run this one follows up; empty for the first
 	// run of a thread.
-	PreviousRunID string            `json:"previous_run_id,omitempty"`
-	Status        string            `json:"status"`
-	Result        *models.RunResult `json:"result,omitempty"`
-	FinalAnswer   string            `json:"final_answer,omitempty"`
-	Error         string            `json:"error,omitempty"`
-	CreatedAt     time.Time         `json:"created_at"`
-	StartedAt     *time.Time        `json:"started_at"`
-	CompletedAt   *time.Time        `json:"completed_at"`
-	UpdatedAt     time.Time         `json:"updated_at"`
+	PreviousRunID string `json:"previous_run_id,omitempty"`
+	// ForkedFrom names the run and the event this run was forked from
+	// (runs/fork); nil for a run that is no fork.
+	ForkedFrom *models.ForkedFrom `json:"forked_from,omitempty"`
+	// ExecutionConfig is the run's execution_config as it ran; nil for a
+	// run stored before it was kept.
+	ExecutionConfig *ExecutionConfig `json:"execution_config,omitempty"`
+	// Hierarchy is the snapshot of the hierarchy the run ran, kept for
+	// forks; not shown (nil for runs stored before it was kept).
+	Hierarchy   *models.Hierarchy `json:"-"`
+	Status      string            `json:"status"`
+	Result      *models.RunResult `json:"result,omitempty"`
+	FinalAnswer string            `json:"final_answer,omitempty"`
+	Error       string            `json:"error,omitempty"`
+	CreatedAt   time.Time         `json:"created_at"`
+	StartedAt   *time.Time        `json:"started_at"`
+	CompletedAt *time.Time        `json:"completed_at"`
+	UpdatedAt   time.Time         `json:"updated_at"`
+}
+
+// ExecutionConfig is what a run was started with of spec 001's
+// execution_config, kept for forks (and shown by runs/get).
+type ExecutionConfig struct {
+	MaxParallelTeams int            `json:"max_parallel_teams"`
+	Budget           *models.Budget `json:"budget,omitempty"`
 }
 
 // CreateRun stores a new run as pending, in the default tenant when
@@ -70,17 +92,42 @@ func (s *Store) CreateRun(ctx context.Context, r *Run) error {
 	if r.ThreadID == "" {
 		r.ThreadID = r.ID
 	}
-	row := runRow{
-		ID: r.ID, TenantID: r.TenantID, HierarchyID: r.HierarchyID, HierarchyName: r.HierarchyName, TotalTeams: r.TotalTeams, WorkflowID: r.WorkflowID,
-		Task: r.Task, ThreadID: r.ThreadID, PreviousRunID: r.PreviousRunID, Status: r.Status, CreatedAt: now, UpdatedAt: now,
+	row, err := newRunRow(r, now)
+	if err != nil {
+		return err
 	}
-	err := s.db.WithContext(ctx).Create(&row).Error
+	err = s.db.WithContext(ctx).Create(&row).Error
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
 		// A caller-set id (spec 003) that is taken, by any tenant: the
 		// message says no more than that.
 		return models.Errorf(models.CodeAlreadyExists, "run id %q is taken", r.ID)
 	}
 	return err
+}
+
+func newRunRow(r *Run, now time.Time) (runRow, error) {
+	row := runRow{
+		ID: r.ID, TenantID: r.TenantID, HierarchyID: r.HierarchyID, HierarchyName: r.HierarchyName, TotalTeams: r.TotalTeams, WorkflowID: r.WorkflowID,
+		Task: r.Task, ThreadID: r.ThreadID, PreviousRunID: r.PreviousRunID, Status: r.Status, CreatedAt: now, UpdatedAt: now,
+	}
+	if r.Hierarchy != nil {
+		raw, err := json.Marshal(r.Hierarchy)
+		if err != nil {
+			return row, err
+		}
+		row.HierarchySnapshot = string(raw)
+	}
+	if r.ExecutionConfig != nil {
+		raw, err := json.Marshal(r.ExecutionConfig)
+		if err != nil {
+			return row, err
+		}
+		row.ExecutionConfig = string(raw)
+	}
+	if f := r.ForkedFrom; f != nil {
+		row.ForkedFromRunID, row.ForkedFromSequence = f.RunID, f.Sequence
+	}
+	return row, nil
 }
 
 // MessageIDTaken reports whether a message with id is stored (for any
@@ -116,6 +163,8 @@ type RunFilter struct {
 	Status      string
 	// ThreadID selects the runs of one thread (see Run.ThreadID).
 	ThreadID string
+	// ForkedFrom selects the forks of one run.
+	ForkedFrom string
 }
 
 // ListRuns returns one page of runs, newest first, and the total count.
@@ -130,12 +179,16 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]*Run, int64, error
 	if f.ThreadID != "" {
 		q = q.Where("thread_id = ?", f.ThreadID)
 	}
+	if f.ForkedFrom != "" {
+		q = q.Where("forked_from_run_id = ?", f.ForkedFrom)
+	}
 	var total int64
 	if err := q.Count(&total).Error; err != nil {
 		return nil, 0, err
 	}
 	var rows []runRow
-	if err := q.Order("created_at DESC, id").Offset(f.offset()).Limit(f.PageSize).Find(&rows).Error; err != nil {
+	// A listing shows no snapshot: it is left unread.
+	if err := q.Omit("hierarchy_snapshot").Order("created_at DESC, id").Offset(f.offset()).Limit(f.PageSize).Find(&rows).Error; err != nil {
 		return nil, 0, err
 	}
 	out := make([]*Run, 0, len(rows))
@@ -219,6 +272,21 @@ func (row runRow) toRun() (*Run, error) {
 	}
 	if r.ThreadID == "" {
 		r.ThreadID = r.ID // written before the migration's backfill
+	}
+	if row.ForkedFromRunID != "" {
+		r.ForkedFrom = &models.ForkedFrom{RunID: row.ForkedFromRunID, Sequence: row.ForkedFromSequence}
+	}
+	if row.HierarchySnapshot != "" {
+		r.Hierarchy = &models.Hierarchy{}
+		if err := json.Unmarshal([]byte(row.HierarchySnapshot), r.Hierarchy); err != nil {
+			return nil, fmt.Errorf("run %s hierarchy snapshot: %w", row.ID, err)
+		}
+	}
+	if row.ExecutionConfig != "" {
+		r.ExecutionConfig = &ExecutionConfig{}
+		if err := json.Unmarshal([]byte(row.ExecutionConfig), r.ExecutionConfig); err != nil {
+			return nil, fmt.Errorf("run %s execution_config: %w", row.ID, err)
+		}
 	}
 	if row.Result != "" {
 		r.Result = &models.RunResult{}

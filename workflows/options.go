@@ -157,6 +157,10 @@ const (
 	// CostUsd search attributes current (when its options say the
 	// namespace has them).
 	changeUsageSearchAttributes = "usage-search-attributes"
+	// changeForkSeed: a forked run (RunInput.Fork) starts from the state
+	// its original had at the fork point. Asked only by forks, all of
+	// which start with it; the marker says what a history is.
+	changeForkSeed = "fork-seed"
 )
 
 // recordFieldChanges asks, once at the start of a run's execution, for the

@@ -255,6 +255,12 @@ func (w *runWorkflow) suspendTurn(ctx workflow.Context) func() bool {
 func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 	s := w.state
 	gs := models.GlobalSupervisorSource(w.hier)
+	if w.in.Fork != nil {
+		// A fork starts where its original was (fork.go).
+		if err := w.startFork(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if s.Status == models.RunPending {
 		s.Status = models.RunRunning
 		now := workflow.Now(ctx)
@@ -728,19 +734,7 @@ func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruc
 	s.CurrentTeam, s.ActiveAgentID = team.Name, team.Supervisor.AgentID
 	w.describe(ctx)
 	now := workflow.Now(ctx)
-	in := models.TeamInput{
-		RunID:         w.in.RunID,
-		RootAgentID:   w.hier.GlobalSupervisor.AgentID,
-		Turn:          s.Turns,
-		Task:          w.in.Task,
-		Team:          *team,
-		Instruction:   instruction,
-		MaxIterations: w.hier.MaxIterations,
-		Options:       w.in.Options,
-		PriorContext:  bounded(teamItems(w.contextFor(team.Name)), w.in.Options),
-		// A follow-up run's team supervisors see the previous run too.
-		PreviousContext: w.previousContext(),
-	}
+	in := w.teamInput(team, instruction, s.Turns)
 	output := models.TeamOutput{Turn: s.Turns, TeamID: team.ID, TeamName: team.Name, Instruction: instruction, StartedAt: &now}
 	if w.inlineTeams {
 		return w.runInline(ctx, &TeamState{Input: in}, output)
@@ -753,6 +747,23 @@ func (w *runWorkflow) startTeam(ctx workflow.Context, team *models.Team, instruc
 		WaitForCancellation: true,
 	})
 	return startedTeam{future: workflow.ExecuteChildWorkflow(cctx, TeamWorkflow, in), output: output, steer: steer}
+}
+
+// teamInput is the input of a team turn starting now.
+func (w *runWorkflow) teamInput(team *models.Team, instruction string, turn int) models.TeamInput {
+	return models.TeamInput{
+		RunID:         w.in.RunID,
+		RootAgentID:   w.hier.GlobalSupervisor.AgentID,
+		Turn:          turn,
+		Task:          w.in.Task,
+		Team:          *team,
+		Instruction:   instruction,
+		MaxIterations: w.hier.MaxIterations,
+		Options:       w.in.Options,
+		PriorContext:  bounded(teamItems(w.contextFor(team.Name)), w.in.Options),
+		// A follow-up run's team supervisors see the previous run too.
+		PreviousContext: w.previousContext(),
+	}
 }
 
 // runInline runs a team turn here, in a coroutine: no child workflow to

@@ -59,6 +59,10 @@ type fakeActivities struct {
 	persisted []models.Event
 	answers   []models.AnswerRecord
 	respond   func(ctx context.Context, in models.RespondInput) (*models.RespondResult, error)
+	// dispatchEvents makes team supervisors' decisions return their
+	// dispatch.worker events, as the real Decide does (fork tests read
+	// them).
+	dispatchEvents bool
 }
 
 func (f *fakeActivities) decide(_ context.Context, in models.DecideInput) (*models.Decision, error) {
@@ -72,6 +76,12 @@ func (f *fakeActivities) decide(_ context.Context, in models.DecideInput) (*mode
 	d := script[0]
 	f.decisions[in.Source.AgentID] = script[1:]
 	d.Usage = models.Usage{TotalTokens: 1}
+	if f.dispatchEvents && in.ReturnEvents && d.Action == models.DecisionDispatch && in.Source.AgentType == models.AgentTypeTeamSupervisor {
+		kind, data := models.DispatchEvent(in.Source, in.Options, d, in.Iteration)
+		d.Events = &models.EventBatch{Producer: fmt.Sprintf("decide-%d", len(f.decides)), Seq: 1, Events: []models.Event{{
+			RunID: in.RunID, Source: in.Source, Event: kind, Data: data,
+		}}}
+	}
 	return &d, nil
 }
 
@@ -83,7 +93,15 @@ func (f *fakeActivities) doRespond(ctx context.Context, in models.RespondInput) 
 	if custom != nil {
 		return custom(ctx, in)
 	}
-	return &models.RespondResult{Output: "output of " + in.Agent.Name, Model: "m", Usage: models.Usage{TotalTokens: 10}}, nil
+	res := &models.RespondResult{Output: "output of " + in.Agent.Name, Model: "m", Usage: models.Usage{TotalTokens: 10}}
+	if f.dispatchEvents && in.ReturnEvents {
+		// The llm.usage event the real activity ends with.
+		res.Events = &models.EventBatch{Producer: "respond-" + in.MessageID, Seq: 1, Events: []models.Event{{
+			RunID: in.RunID, Source: in.Source, Event: models.EventKind{Category: models.CategoryLLM, Action: models.ActionUsage},
+			Data: map[string]any{"model": "m", "total_tokens": 10, "cost_usd": 0.0, "purpose": in.Purpose},
+		}}}
+	}
+	return res, nil
 }
 
 func (f *fakeActivities) setStatus(_ context.Context, u models.RunStatusUpdate) error {

@@ -18,6 +18,9 @@ type TeamState struct {
 	Warnings   []string              `json:"warnings"`
 	Usage      models.Usage          `json:"usage"`
 	Events     runSignaler           `json:"events"`
+	// Planned are dispatches the turn makes before asking its supervisor
+	// again: a fork's (see takePlanned).
+	Planned []models.PlannedDispatch `json:"planned,omitempty"`
 	// guidance takes the operator's guidance waiting for an agent
 	// (steering; nil without it).
 	guidance func(agentID string) []string
@@ -98,7 +101,7 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 		}
 		s.Input.Instruction, in.Instruction = r.Instruction, r.Instruction
 	}
-	for s.Iteration < limit {
+	for s.Iteration < limit || len(s.Planned) > 0 {
 		if suspend != nil && stepped && suspend() {
 			return nil, errSuspended
 		}
@@ -117,39 +120,42 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 		if err := gate.wait(ctx); err != nil {
 			return nil, err
 		}
-		s.Iteration++
-		var d models.Decision
-		dctx := llmContext(ctx, in.Options, agentSummary(team.Name, team.Supervisor, in.Options), team.Supervisor)
-		if err := workflow.ExecuteActivity(dctx, a.Decide, models.DecideInput{
-			RunID:        in.RunID,
-			Supervisor:   team.Supervisor,
-			Source:       source,
-			Task:         in.Task,
-			Instruction:  in.Instruction,
-			Options:      options,
-			Completed:    s.Dispatched,
-			Context:      withPrevious(in.PreviousContext, concat(prior, workerItems(s.Outputs)), in.Options),
-			AllowFinish:  len(s.Outputs) > 0,
-			Iteration:    s.Iteration,
-			RunOptions:   in.Options,
-			Publish:      true,
-			ReturnEvents: sink.returnsEvents(),
-			DeferWrites:  in.Options.DeferWrites,
-			Guidance:     s.takeGuidance(team.Supervisor.AgentID),
-		}).Get(ctx, &d); err != nil {
-			return nil, llmError(err, source, team.Supervisor, in.Options)
-		}
-		sink.apply(d.Events)
-		if err := saveAnswer(ctx, in.Options, models.AnswerRecord{RunID: in.RunID, Calls: d.Calls}); err != nil {
-			return nil, err
-		}
-		s.Usage = s.Usage.Add(d.Usage)
-		if d.Warning != "" {
-			s.Warnings = append(s.Warnings, d.Warning)
-		}
-		if d.Action == models.DecisionFinish {
-			finished = true
-			break
+		// A fork's planned dispatch is made without asking the supervisor.
+		d, planned := s.takePlanned(ctx, sink, source, options)
+		if !planned {
+			s.Iteration++
+			dctx := llmContext(ctx, in.Options, agentSummary(team.Name, team.Supervisor, in.Options), team.Supervisor)
+			if err := workflow.ExecuteActivity(dctx, a.Decide, models.DecideInput{
+				RunID:        in.RunID,
+				Supervisor:   team.Supervisor,
+				Source:       source,
+				Task:         in.Task,
+				Instruction:  in.Instruction,
+				Options:      options,
+				Completed:    s.Dispatched,
+				Context:      withPrevious(in.PreviousContext, concat(prior, workerItems(s.Outputs)), in.Options),
+				AllowFinish:  len(s.Outputs) > 0,
+				Iteration:    s.Iteration,
+				RunOptions:   in.Options,
+				Publish:      true,
+				ReturnEvents: sink.returnsEvents(),
+				DeferWrites:  in.Options.DeferWrites,
+				Guidance:     s.takeGuidance(team.Supervisor.AgentID),
+			}).Get(ctx, &d); err != nil {
+				return nil, llmError(err, source, team.Supervisor, in.Options)
+			}
+			sink.apply(d.Events)
+			if err := saveAnswer(ctx, in.Options, models.AnswerRecord{RunID: in.RunID, Calls: d.Calls}); err != nil {
+				return nil, err
+			}
+			s.Usage = s.Usage.Add(d.Usage)
+			if d.Warning != "" {
+				s.Warnings = append(s.Warnings, d.Warning)
+			}
+			if d.Action == models.DecisionFinish {
+				finished = true
+				break
+			}
 		}
 		if !offered(options, d.Target) {
 			// Decide validates against the options it was given; this guards
@@ -235,13 +241,13 @@ var errSuspended = errors.New("team turn suspended for continue-as-new")
 func suspendedTurn(s *TeamState, output models.TeamOutput) *models.SuspendedTurn {
 	return &models.SuspendedTurn{
 		Output: output, Input: s.Input, Iteration: s.Iteration, Outputs: s.Outputs,
-		Dispatched: s.Dispatched, Warnings: s.Warnings, Usage: s.Usage,
+		Dispatched: s.Dispatched, Warnings: s.Warnings, Usage: s.Usage, Planned: s.Planned,
 	}
 }
 
 // resumedState is a stopped turn's state again.
 func resumedState(t models.SuspendedTurn) *TeamState {
-	return &TeamState{Input: t.Input, Iteration: t.Iteration, Outputs: t.Outputs, Dispatched: t.Dispatched, Warnings: t.Warnings, Usage: t.Usage}
+	return &TeamState{Input: t.Input, Iteration: t.Iteration, Outputs: t.Outputs, Dispatched: t.Dispatched, Warnings: t.Warnings, Usage: t.Usage, Planned: t.Planned}
 }
 
 // turnUsage is a team turn's usage: its supervisor's and its workers'.

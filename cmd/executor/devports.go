@@ -94,7 +94,7 @@ func startDevServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*
 	// `temporal workflow list --query 'HierarchyId="…"'` find them.
 	sas := temporal.NewSearchAttributes(
 		models.SearchHierarchyID.ValueSet(""), models.SearchRunStatus.ValueSet(""), models.SearchHierarchyName.ValueSet(""),
-		models.SearchTenantID.ValueSet(""), models.SearchTotalTokens.ValueSet(0), models.SearchCostUSD.ValueSet(0),
+		models.SearchTenantID.ValueSet(""), models.SearchTotalTokens.ValueSet(0), models.SearchCostUSD.ValueSet(0), models.SearchForkedFrom.ValueSet(""),
 	)
 	for sa := range sas.GetUntypedValues() {
 		args = append(args, "--search-attribute", sa.GetName()+"="+sa.GetValueType().String())
