@@ -10,7 +10,7 @@ GO         ?= go
 
 export TEMPORAL_CLI := $(TEMPORAL)
 
-.PHONY: run build test test-short bench migrate temporal-cli fmt vet clean cluster cluster-stop cluster-test
+.PHONY: run build test test-short bench migrate temporal-cli browser fmt vet clean cluster cluster-stop cluster-test
 
 ## run: build and start `executor dev` (HTTP API on :8080, Temporal Web UI on :8233)
 run: temporal-cli build
@@ -20,10 +20,22 @@ run: temporal-cli build
 build:
 	$(GO) build -o $(EXECUTOR) ./cmd/executor
 
-## test: every test (unit, API over HTTP on SQLite and PostgreSQL, workflows, end-to-end against a dev server)
-test: temporal-cli
+## test: every test (unit, API over HTTP on SQLite and PostgreSQL, workflows, end-to-end against a dev
+##   server, the web console in headless Chromium)
+test: temporal-cli browser
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...
+
+## browser: Debian's chromium for the console's browser test (e2e/console_test.go), installed with
+##   apt-get when missing; that needs root (CI runs as root)
+browser:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "make browser: chromium is missing; install it as root: apt-get update && apt-get install chromium" >&2; exit 1; \
+	  fi; \
+	  echo "make browser: installing Debian's chromium for the console's browser test (about a minute)"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium; \
+	fi
 
 ## test-short: the tests that need neither a dev server nor PostgreSQL
 test-short:

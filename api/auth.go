@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/op-stack/executor/auth"
+	"github.com/op-stack/executor/console"
 	"github.com/op-stack/executor/models"
 )
 
@@ -82,6 +83,13 @@ func routeRules() map[string]rule {
 		"GET /healthz": public,
 		"GET /readyz":  public,
 		"GET /metrics": public,
+
+		// The web console's pages and assets hold no data: their scripts
+		// call the routes below with the person's key.
+		"GET /":                                  public,
+		"GET /runs":                              public,
+		"GET /runs/:id":                          public,
+		"GET " + console.AssetPrefix + "/*asset": public,
 
 		"POST " + e + "/hierarchies/create": hw,
 		"POST " + e + "/hierarchies/get":    hr,

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/op-stack/executor/console"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/notify"
 	"github.com/op-stack/executor/store"
@@ -176,6 +177,10 @@ func NewServer(opts Options) *Server {
 	keys.POST("/create", s.createAPIKey)
 	keys.POST("/list", s.listAPIKeys)
 	keys.POST("/revoke", s.revokeAPIKey)
+
+	// The web console's pages and assets (GET /, /runs, /runs/:id,
+	// /console/*): outside /api, so they shadow no API route.
+	console.Register(r)
 
 	checkRouteRules(r.Routes(), s.rules)
 	return s

@@ -312,7 +312,7 @@ var vars = []Var{
 	{"SSE_IDLE_POLL_INTERVAL", "500ms", "Without notifications, the poller's interval once a run has been quiet for a while.", durationVar(func(c *Config, d time.Duration) { c.SSEIdlePollInterval = d })},
 	{"SSE_KEEPALIVE", "15s", "Interval of the keep-alive comment on an idle event stream.", durationVar(func(c *Config, d time.Duration) { c.SSEKeepAlive = d })},
 	{"RECONCILE_INTERVAL", "1m", "How often an API process looks for runs still running in the database whose workflow ended without them (terminated, timed out) and marks them failed.", durationVar(func(c *Config, d time.Duration) { c.ReconcileInterval = d })},
-	{"AUTH_MODE", "", "`required`: every route but `/healthz`, `/readyz` and `/metrics` needs an API key or identity-provider token (see [Security](#security-keys-tenants-scopes-limits)); `off`: none does, and everything belongs to the `default` tenant. Empty: `off` for `executor dev`, `required` for `executor serve` (which warns at start when it is `off`).", func(c *Config, v string) error {
+	{"AUTH_MODE", "", "`required`: every route but `/healthz`, `/readyz`, `/metrics` and the web console's pages and assets needs an API key or identity-provider token (see [Security](#security-keys-tenants-scopes-limits)); `off`: none does, and everything belongs to the `default` tenant. Empty: `off` for `executor dev`, `required` for `executor serve` (which warns at start when it is `off`).", func(c *Config, v string) error {
 		switch v = strings.ToLower(strings.TrimSpace(v)); v {
 		case "", AuthOff, AuthRequired:
 			c.AuthMode = v

@@ -141,6 +141,13 @@ func routeCases() map[string]routeCase {
 		"GET /healthz": {build: body("/healthz", nil)},
 		"GET /readyz":  {build: body("/readyz", nil)},
 
+		// The console's pages and assets carry no data (public); what they
+		// show comes from the routes below, with the person's key.
+		"GET /":               {build: body("/", nil)},
+		"GET /runs":           {build: body("/runs", nil)},
+		"GET /runs/:id":       {build: func(f accessFixture) (string, any) { return "/runs/" + f.run, nil }},
+		"GET /console/*asset": {build: body("/console/app.js", nil)},
+
 		"POST " + e + "/hierarchies/create": {build: body(e+"/hierarchies/create", hier)},
 		"POST " + e + "/hierarchies/get": obj(func(f accessFixture) (string, any) {
 			return e + "/hierarchies/get", map[string]any{"hierarchy_id": f.hierarchy}

@@ -126,6 +126,7 @@ type testEnv struct {
 	temporal      client.Client
 	api           *api.Server
 	apiURL        string
+	server        *httptest.Server // serves api; tests may cut its connections
 }
 
 // envOptions adjust a testEnv before it starts.
@@ -246,6 +247,7 @@ func newEnv(t testing.TB, rules []llmfake.Rule, opts ...envOption) *testEnv {
 	e.api = app.NewAPI(e.cfg, quietLog, e.store, e.temporal, router, apiOpts...)
 	srv := httptest.NewServer(e.api.Handler())
 	t.Cleanup(srv.Close)
+	e.server = srv
 	e.apiURL = srv.URL + "/api/executor/v1"
 	return e
 }

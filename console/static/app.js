@@ -1,0 +1,26 @@
+// The console's entry point: picks the page by path. Pages are plain
+// links between full page loads; each page reads its state from the URL.
+import { forgetKey, updateKeyButton } from './api.js';
+import { showError } from './dom.js';
+import { hierarchiesPage } from './hierarchies.js';
+import { runsPage } from './runs.js';
+import { runPage } from './run.js';
+
+async function main() {
+  updateKeyButton();
+  document.getElementById('forget-key').addEventListener('click', () => {
+    forgetKey();
+    location.reload();
+  });
+  const root = document.getElementById('main');
+  const path = location.pathname.replace(/\/+$/, '') || '/';
+  document.body.dataset.page = path === '/' ? 'hierarchies' : path === '/runs' ? 'runs' : 'run';
+  const nav = document.getElementById(path === '/' ? 'nav-hierarchies' : 'nav-runs');
+  if (nav) nav.classList.add('current');
+  if (path === '/') await hierarchiesPage(root);
+  else if (path === '/runs') await runsPage(root);
+  else if (path.startsWith('/runs/')) await runPage(root, decodeURIComponent(path.slice('/runs/'.length)));
+  document.body.dataset.ready = 'true';
+}
+
+main().catch(showError);
