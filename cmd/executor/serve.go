@@ -40,7 +40,7 @@ func parseRole(s string) (role, error) {
 	case "worker":
 		return role{worker: true}, nil
 	}
-	return role{}, fmt.Errorf("-role: want all, api or worker, got %q", s)
+	return role{}, fmt.Errorf("--role: want all, api or worker, got %q", s)
 }
 
 func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*store.Store, error) {
