@@ -162,6 +162,10 @@ func (p *printer) print(ev models.Event) error {
 	case "llm.fallback":
 		p.line(src, "%s %s → %s (%s): the text of the failed call above is superseded", p.paint("33;1", "↻ fallback"), str(d, "from"), str(d, "to"), str(d, "why"))
 	case "llm.usage":
+		// A model call has ended: the agent's next text is another turn.
+		if p.open == src.AgentID {
+			p.breakLine()
+		}
 		if p.opts.usage {
 			c := "unknown"
 			if v, ok := d["cost_usd"].(float64); ok {
