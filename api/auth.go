@@ -82,6 +82,8 @@ func routeRules() map[string]rule {
 		"GET /healthz": public,
 		"GET /readyz":  public,
 		"GET /metrics": public,
+		// The API's description: nothing in it is a tenant's.
+		"GET /openapi.json": public,
 
 		"POST " + e + "/hierarchies/create": hw,
 		"POST " + e + "/hierarchies/get":    hr,

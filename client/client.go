@@ -148,17 +148,14 @@ func (c *Client) authorize(req *http.Request) {
 	}
 }
 
-// Hierarchy is the part of a hierarchy the client reads; Raw keeps all of
-// it.
-type Hierarchy struct {
-	ID            string    `json:"hierarchy_id"`
-	Name          string    `json:"name"`
-	Description   string    `json:"description"`
-	ExecutionMode string    `json:"execution_mode"`
-	CreatedAt     time.Time `json:"created_at"`
-	Teams         []struct {
-		Name string `json:"name"`
-	} `json:"teams"`
+// HierarchySummary is a hierarchy as hierarchies/list returns it.
+type HierarchySummary struct {
+	ID                      string    `json:"hierarchy_id"`
+	Name                    string    `json:"name"`
+	Description             string    `json:"description"`
+	ExecutionMode           string    `json:"execution_mode"`
+	GlobalSupervisorAgentID string    `json:"global_supervisor_agent_id"`
+	CreatedAt               time.Time `json:"created_at"`
 }
 
 // CreateHierarchy creates a hierarchy from its JSON body (contract 002's
@@ -188,8 +185,8 @@ type Page[T any] struct {
 
 // ListHierarchies lists hierarchies, newest first (page from 1; 0 takes
 // the API's defaults).
-func (c *Client) ListHierarchies(ctx context.Context, page, pageSize int) (Page[Hierarchy], error) {
-	var out Page[Hierarchy]
+func (c *Client) ListHierarchies(ctx context.Context, page, pageSize int) (Page[HierarchySummary], error) {
+	var out Page[HierarchySummary]
 	err := c.Call(ctx, "/hierarchies/list", map[string]int{"page": page, "page_size": pageSize}, &out)
 	return out, err
 }

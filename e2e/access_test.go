@@ -138,8 +138,9 @@ func routeCases() map[string]routeCase {
 	}
 	hier := accessHierarchy("created-by-route-test")
 	return map[string]routeCase{
-		"GET /healthz": {build: body("/healthz", nil)},
-		"GET /readyz":  {build: body("/readyz", nil)},
+		"GET /healthz":      {build: body("/healthz", nil)},
+		"GET /readyz":       {build: body("/readyz", nil)},
+		"GET /openapi.json": {build: body("/openapi.json", nil)},
 
 		"POST " + e + "/hierarchies/create": {build: body(e+"/hierarchies/create", hier)},
 		"POST " + e + "/hierarchies/get": obj(func(f accessFixture) (string, any) {

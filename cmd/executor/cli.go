@@ -175,9 +175,9 @@ field at fault.` + clientLong,
 				return writeJSON(cmd.OutOrStdout(), p)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tMODE\tTEAMS\tCREATED")
+			fmt.Fprintln(tw, "ID\tNAME\tMODE\tCREATED\tDESCRIPTION")
 			for _, h := range p.Items {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", h.ID, h.Name, h.ExecutionMode, len(h.Teams), h.CreatedAt.Local().Format(time.DateTime))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", h.ID, h.Name, h.ExecutionMode, h.CreatedAt.Local().Format(time.DateTime), clip(oneLine(h.Description), 60))
 			}
 			tw.Flush()
 			fmt.Fprintf(cmd.ErrOrStderr(), "page %d, %d of %d\n", p.Page, len(p.Items), p.Total)
