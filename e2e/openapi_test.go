@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
@@ -13,13 +14,17 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+	sse "github.com/tmaxmax/go-sse"
 
 	"github.com/op-stack/executor/api/openapi"
+	"github.com/op-stack/executor/llm/llmfake"
 )
 
 // The e2e tests' API servers record every exchange (in memory only, never
@@ -247,4 +252,104 @@ func firstLine(err error) string {
 		s = s[:600] + "…"
 	}
 	return s
+}
+
+// TestOpenAPIConformance validates the data of every message of real
+// event streams against the document's event schemas: contract 002's
+// stream (the Event envelope, and each type's EventData.<type> schema
+// where the document has one) and spec 001's (V1Event), for a run with
+// tools, sub-agents and warnings and for a run with a retry.
+func TestOpenAPIConformance(t *testing.T) {
+	doc, _, err := loadOpenAPIDoc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := func(name string) *openapi3.Schema {
+		if ref := doc.Components.Schemas[name]; ref != nil {
+			return ref.Value
+		}
+		return nil
+	}
+	validate := func(s *openapi3.Schema, raw string) error {
+		var v any
+		if err := json.Unmarshal([]byte(raw), &v); err != nil {
+			return err
+		}
+		return s.VisitJSON(v, openapi3.EnableJSONSchema2020(), openapi3.MultiErrors())
+	}
+	check := func(t *testing.T, e *testEnv, id string) {
+		types, typed := map[string]int{}, 0
+		for _, msg := range e.rawStream(e.apiURL + "/runs/" + id + "/stream") {
+			if err := validate(schema("Event"), msg.Data); err != nil {
+				t.Errorf("%s event %s does not match Event: %v\n%s", msg.Type, msg.LastEventID, err, msg.Data)
+				continue
+			}
+			types[msg.Type]++
+			if s := schema("EventData." + msg.Type); s != nil {
+				typed++
+				var ev struct {
+					Data json.RawMessage `json:"data"`
+				}
+				_ = json.Unmarshal([]byte(msg.Data), &ev)
+				if err := validate(s, string(ev.Data)); err != nil {
+					t.Errorf("%s event %s: its data does not match EventData.%s: %v\n%s", msg.Type, msg.LastEventID, msg.Type, err, ev.Data)
+				}
+			}
+		}
+		v1 := 0
+		for _, msg := range e.rawStream(e.v1URL() + "/executions/" + id + "/stream") {
+			v1++
+			if err := validate(schema("V1Event"), msg.Data); err != nil {
+				t.Errorf("spec 001 %s message %s does not match V1Event: %v\n%s", msg.Type, msg.LastEventID, err, msg.Data)
+			}
+		}
+		t.Logf("run %s: %d contract 002 events of %d types (%d with a data schema), %d spec 001 messages: %v", id, sum(types), len(types), typed, v1, types)
+		if typed == 0 || v1 == 0 {
+			t.Error("nothing was validated")
+		}
+	}
+	t.Run("tools", func(t *testing.T) {
+		e, id := startToolsRun(t)
+		e.waitRun(id, 2*time.Minute)
+		check(t, e, id)
+	})
+	t.Run("retry", func(t *testing.T) {
+		e := newEnv(t, referenceRules(map[string][]llmfake.Response{
+			"W-WRITER": {{Content: "a first draft that breaks off", DropAfterChunks: 2}, {Content: "the report"}},
+		}))
+		id := e.startRun(e.createHierarchy(referenceHierarchy()), "retry")
+		e.waitRun(id, 2*time.Minute)
+		check(t, e, id)
+	})
+}
+
+// rawStream reads a whole SSE stream as it came.
+func (e *testEnv) rawStream(url string) []sse.Event {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		e.t.Fatalf("GET %s: %d", url, resp.StatusCode)
+	}
+	var out []sse.Event
+	for ev, err := range sse.Read(resp.Body, &sse.ReadConfig{MaxEventSize: 4 << 20}) {
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }

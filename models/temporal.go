@@ -272,6 +272,10 @@ type TeamOutput struct {
 	// Partial marks a failed (or stopped) turn whose Workers are the
 	// workers that finished before it failed.
 	Partial bool `json:"partial,omitempty"`
+	// Usage is the turn's tokens and cost, its supervisor's and workers';
+	// set in a TeamWorkflow child's result (a run's result counts usage
+	// per team in its own fields).
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // WorkerOutput is one worker call's answer. In a workflow's state, Output
