@@ -68,6 +68,39 @@ type devServer struct {
 	exited   chan struct{} // closed when the process has exited
 	waitErr  error         // the process's exit, once exited is closed
 	stderr   *tailBuffer
+	// stdout and errout pass the server's output on until Mute.
+	stdout, errout *mutableWriter
+}
+
+// Mute stops passing the dev server's output on (its stderr's tail is
+// still kept for errors): once `executor dev` shuts down, the server's
+// "Stopping server..." and its internal workers' complaints about the
+// closing connections are not news, and look like failures.
+func (ds *devServer) Mute() {
+	ds.stdout.mute()
+	ds.errout.mute()
+}
+
+// mutableWriter writes to w until muted, then discards.
+type mutableWriter struct {
+	mu    sync.Mutex
+	w     interface{ Write([]byte) (int, error) }
+	muted bool
+}
+
+func (m *mutableWriter) Write(p []byte) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.muted {
+		return len(p), nil
+	}
+	return m.w.Write(p)
+}
+
+func (m *mutableWriter) mute() {
+	m.mu.Lock()
+	m.muted = true
+	m.mu.Unlock()
 }
 
 // startDevServer starts the temporal CLI's dev server on cfg's ports and
@@ -105,8 +138,10 @@ func startDevServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*
 	log.Info("starting Temporal dev server", "cli", cfg.TemporalCLI, "address", hostPort, "db", dbFile)
 	ds := &devServer{hostPort: hostPort, exited: make(chan struct{}), stderr: &tailBuffer{max: 4096}}
 	ds.cmd = exec.Command(cfg.TemporalCLI, args...)
-	ds.cmd.Stdout = os.Stdout
-	ds.cmd.Stderr = teeWriter{os.Stderr, ds.stderr}
+	ds.stdout, ds.errout = &mutableWriter{w: os.Stdout}, &mutableWriter{w: os.Stderr}
+	ds.cmd.Stdout = ds.stdout
+	ds.cmd.Stderr = teeWriter{ds.errout, ds.stderr}
+	ownProcessGroup(ds.cmd)
 	if err := ds.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start Temporal dev server with %s (run `make run`, which builds it): %w", cfg.TemporalCLI, err)
 	}

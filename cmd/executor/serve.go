@@ -78,7 +78,7 @@ func dialTemporal(ctx context.Context, cfg config.Config, log *slog.Logger, tel 
 	opts := client.Options{
 		HostPort:  cfg.TemporalAddress,
 		Namespace: cfg.TemporalNamespace,
-		Logger:    temporallog.NewStructuredLogger(log.With("component", "temporal")),
+		Logger:    temporallog.NewStructuredLogger(slog.New(sdkLogHandler{log.Handler()}).With("component", "temporal")),
 	}
 	// The SDK's metrics (temporal_*) go to the same registry as the
 	// service's; with tracing on, the SDK's tracing interceptor traces the
@@ -338,7 +338,13 @@ func dev(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
+		// From the moment shutdown begins the server's output is noise.
+		go func() {
+			<-ctx.Done()
+			ds.Mute()
+		}()
 		defer func() {
+			ds.Mute()
 			log.Info("stopping Temporal dev server")
 			if err := ds.Stop(); err != nil {
 				log.Warn("dev server stop", "error", err)
