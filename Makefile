@@ -29,7 +29,7 @@ test: temporal-cli
 test-short:
 	$(GO) test -count=1 -short ./...
 
-## bench: benchmarks against a dev server and the fake LLM (figures in the README), about 15 minutes
+## bench: benchmarks against a dev server and the fake LLM (figures in docs/performance.md), about 15 minutes
 ##   on 2 cores; BENCH_TEMPORAL_ADDRESS=host:port runs each once more on that server (server=external)
 bench: temporal-cli
 	$(GO) test -run '^$$' -bench 'OrchestrationOverhead' -benchtime 12x -timeout 60m ./e2e/

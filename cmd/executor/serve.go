@@ -393,7 +393,7 @@ func withoutEnv(prefix string, f func()) {
 
 // devServerTuning removes the dev server's ~100 ms per activity: its single
 // history shard rate-limits transfer-queue reads to 20/s by default (see
-// ../shared/notes and the README's "Latency" section). These are dev-server
+// ../shared/notes and docs/performance.md). These are dev-server
 // settings; production clusters have many shards and keep their defaults.
 var devServerTuning = []string{
 	"--sqlite-pragma", "journal_mode=wal",
