@@ -41,7 +41,7 @@ browser:
 test-short:
 	$(GO) test -count=1 -short ./...
 
-## bench: benchmarks against a dev server and the fake LLM (figures in the README), about 15 minutes
+## bench: benchmarks against a dev server and the fake LLM (figures in docs/performance.md), about 15 minutes
 ##   on 2 cores; BENCH_TEMPORAL_ADDRESS=host:port runs each once more on that server (server=external)
 bench: temporal-cli
 	$(GO) test -run '^$$' -bench 'OrchestrationOverhead' -benchtime 12x -timeout 60m ./e2e/
@@ -55,9 +55,17 @@ migrate: build
 ## temporal-cli: build the pinned temporal CLI from the Go module proxy into ./bin, once
 temporal-cli: $(TEMPORAL_STAMP)
 
+# The first build compiles the temporal CLI and the Temporal server it embeds:
+# about 2-3 minutes on 2 cores, once. A line every 15 s says it is still going.
 $(TEMPORAL_STAMP):
 	@mkdir -p $(BIN)
-	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+	@echo "building the temporal CLI $(TEMPORAL_CLI_VERSION) into ./bin (first time only: about 2-3 minutes)..."
+	@start=$$(date +%s); \
+	( i=0; while sleep 1; do i=$$((i+1)); [ $$((i % 15)) -eq 0 ] && echo "  ... still compiling the temporal CLI ($${i}s)"; done ) & ticker=$$!; \
+	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION); rc=$$?; \
+	kill $$ticker 2>/dev/null; \
+	if [ $$rc -ne 0 ]; then echo "building the temporal CLI failed"; exit $$rc; fi; \
+	echo "temporal CLI ready: ./bin/temporal ($$(( $$(date +%s) - start ))s)"
 	@rm -f $(BIN)/.temporal-v* && touch $@
 
 ## cluster: a real Temporal server (PostgreSQL at CLUSTER_DATABASE_URL, frontend 127.0.0.1:7333) in the

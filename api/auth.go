@@ -83,6 +83,8 @@ func routeRules() map[string]rule {
 		"GET /healthz": public,
 		"GET /readyz":  public,
 		"GET /metrics": public,
+		// The API's description: nothing in it is a tenant's.
+		"GET /openapi.json": public,
 
 		// The web console's pages and assets hold no data: their scripts
 		// call the routes below with the person's key.

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/sdk/client"
 
+	"github.com/op-stack/executor/api/openapi"
 	"github.com/op-stack/executor/store"
 )
 
@@ -146,12 +147,13 @@ func OpsHandler(metrics http.Handler, ready Readiness) http.Handler {
 	return mux
 }
 
-// routeOps registers /healthz, /readyz and /metrics at the root, outside
+// routeOps registers /healthz, /readyz, /metrics and /openapi.json at the root, outside
 // the API prefixes and without authentication, where probes and scrapers
 // expect them.
 func (s *Server) routeOps(r *gin.Engine, metrics http.Handler) {
 	r.GET("/healthz", gin.WrapH(Liveness))
 	r.GET("/readyz", gin.WrapH(s.readiness))
+	r.GET("/openapi.json", gin.WrapF(serveOpenAPI))
 	if metrics != nil {
 		r.GET("/metrics", gin.WrapH(metrics))
 	}
@@ -169,4 +171,16 @@ func healthFailure(ctx context.Context, err error) string {
 		return "unavailable: connection failed"
 	}
 	return "unavailable"
+}
+
+// serveOpenAPI answers GET /openapi.json with the API's OpenAPI document.
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	doc, err := openapi.JSON()
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"status": "error", "error": err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	_, _ = w.Write(doc)
 }

@@ -1,6 +1,6 @@
 // Package config loads the service's settings from the environment. Every
 // variable, its default and its meaning is declared once, in vars; the
-// README's configuration table lists the same variables and a test keeps the
+// configuration table of docs/configuration.md lists the same variables and a test keeps the
 // two in step.
 package config
 
@@ -247,7 +247,7 @@ var vars = []Var{
 		}
 		return fmt.Errorf("want auto, true or false, got %q", v)
 	}},
-	{"TEMPORAL_DEV_TUNED", "true", "Start the dev server with the latency settings of the README's \"Latency\" section (`false`: its defaults).", boolVar(func(c *Config, b bool) { c.DevServerTuned = b })},
+	{"TEMPORAL_DEV_TUNED", "true", "Start the dev server with the latency settings of docs/performance.md (`false`: its defaults).", boolVar(func(c *Config, b bool) { c.DevServerTuned = b })},
 
 	{"OPENAI_API_KEY", "", "Key of the `openai` provider.", func(c *Config, v string) error { c.OpenAIAPIKey = v; return nil }},
 	{"OPENAI_BASE_URL", "https://api.openai.com/v1", "Base URL of the `openai` provider (any OpenAI-compatible endpoint works).", func(c *Config, v string) error { c.OpenAIBaseURL = v; return nil }},

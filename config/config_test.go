@@ -33,17 +33,17 @@ func TestInvalidValuesAreRejected(t *testing.T) {
 	}
 }
 
-// TestREADMEDocumentsEveryVariable keeps the README's configuration table
-// in step with the variables the service reads.
-func TestREADMEDocumentsEveryVariable(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// TestDocsDocumentEveryVariable keeps the configuration table of
+// docs/configuration.md in step with the variables the service reads.
+func TestDocsDocumentEveryVariable(t *testing.T) {
+	readme, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, v := range Vars() {
 		row := "| `" + v.Name + "` |"
 		if !strings.Contains(string(readme), row) {
-			t.Errorf("README.md has no configuration row for %s (want a line starting %q)", v.Name, row)
+			t.Errorf("docs/configuration.md has no configuration row for %s (want a line starting %q)", v.Name, row)
 		}
 	}
 }

@@ -138,8 +138,9 @@ func routeCases() map[string]routeCase {
 	}
 	hier := accessHierarchy("created-by-route-test")
 	return map[string]routeCase{
-		"GET /healthz": {build: body("/healthz", nil)},
-		"GET /readyz":  {build: body("/readyz", nil)},
+		"GET /healthz":      {build: body("/healthz", nil)},
+		"GET /readyz":       {build: body("/readyz", nil)},
+		"GET /openapi.json": {build: body("/openapi.json", nil)},
 
 		// The console's pages and assets carry no data (public); what they
 		// show comes from the routes below, with the person's key.

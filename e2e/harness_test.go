@@ -108,7 +108,15 @@ func runWithDevServer(m *testing.M) (int, error) {
 			defaultDevServer.Stop()
 		}
 	}()
-	return m.Run(), nil
+	code := m.Run()
+	// Every exchange the tests had with the API must conform to the
+	// OpenAPI document.
+	report, conform := exchanges.validate()
+	fmt.Println(report)
+	if !conform && code == 0 {
+		code = 1
+	}
+	return code, nil
 }
 
 // testEnv is one test's service: its own task queue, database and fake
@@ -245,7 +253,7 @@ func newEnv(t testing.TB, rules []llmfake.Rule, opts ...envOption) *testEnv {
 		apiOpts = append(apiOpts, app.WithTokens(tokens))
 	}
 	e.api = app.NewAPI(e.cfg, quietLog, e.store, e.temporal, router, apiOpts...)
-	srv := httptest.NewServer(e.api.Handler())
+	srv := httptest.NewServer(exchanges.wrap(e.api.Handler()))
 	t.Cleanup(srv.Close)
 	e.server = srv
 	e.apiURL = srv.URL + "/api/executor/v1"

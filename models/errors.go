@@ -17,7 +17,7 @@ type Code struct {
 	HTTPStatus int
 }
 
-// The error vocabulary. The README's "Error codes" table is generated from
+// The error vocabulary. The "Error codes" table of docs/errors.md is generated from
 // the same list (see AllCodes); keep both in step.
 var (
 	CodeInvalidParameters     = Code{"INVALID_PARAMETERS", 40001, 400}
@@ -63,7 +63,7 @@ var CodeSequenceNotForkable = Code{"SEQUENCE_NOT_FORKABLE", 40001, 400}
 // "fail". 402 Payment Required is the status that names spending.
 var CodeBudgetExceeded = Code{"BUDGET_EXCEEDED", 40201, 402}
 
-// AllCodes lists the vocabulary in the order the README documents it.
+// AllCodes lists the vocabulary in the order docs/errors.md documents it.
 func AllCodes() []Code {
 	return []Code{
 		CodeInvalidParameters, CodeInvalidConfig, CodeInvalidDependencies,

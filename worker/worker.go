@@ -27,7 +27,7 @@ type Options struct {
 
 // New builds a worker with every workflow and activity registered. Workflows
 // and activities share the task queue, which lets the SDK run activities
-// eagerly (see the README's "Latency" section).
+// eagerly (see docs/performance.md).
 func New(c client.Client, acts *activities.Activities, o Options) sdkworker.Worker {
 	if o.TaskQueue == "" {
 		o.TaskQueue = models.DefaultTaskQueue

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -55,7 +56,29 @@ func TeamWorkflow(ctx workflow.Context, in models.TeamInput) (*models.TeamResult
 	// children, and those run without the delegation caps; with them, the
 	// turn would hold a budget of its own.
 	delegations := 0
-	return runTeamTurn(ctx, s, &s.Events, newDelegationBudget(in.Options, in.Options.MaxDelegationsPerRun, &delegations), nil, nil)
+	started := workflow.Now(ctx)
+	res, err := runTeamTurn(ctx, s, &s.Events, newDelegationBudget(in.Options, in.Options.MaxDelegationsPerRun, &delegations), nil, nil)
+	if res != nil {
+		completeTeamResult(ctx, res, in, started)
+	}
+	return res, err
+}
+
+// completeTeamResult fills what a TeamWorkflow child's result shows in the
+// Temporal Web UI and what runTeamTurn leaves to the run (which reads only
+// Workers, Warnings and SupervisorUsage from it): the team's id, the
+// turn's status, its start and end, and its usage. workflow.Now records
+// no command, so histories of children that ended before this still
+// replay.
+func completeTeamResult(ctx workflow.Context, res *models.TeamResult, in models.TeamInput, started time.Time) {
+	out := &res.Output
+	out.TeamID = in.Team.ID
+	if out.Status == "" {
+		out.Status = models.TeamCompleted
+	}
+	ended := workflow.Now(ctx)
+	out.StartedAt, out.CompletedAt = &started, &ended
+	// out.Usage is the turn's usage already (turnUsage).
 }
 
 // runTeamTurn is one team turn, its events going to sink and its workers'

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,110 +10,113 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/op-stack/executor/auth"
 	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/store"
 )
 
-const apikeysUsage = `usage: executor apikeys <command> [flags]
-
-Manage the API keys clients authenticate with (Authorization: Bearer osk_...).
+// newAPIKeysCommand is `executor apikeys`: create, list and revoke API
+// keys in the service's database. Only a created key is written to
+// standard output; messages go to standard error.
+func newAPIKeysCommand(load func() (service, error)) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "apikeys",
+		Short: "Create, list and revoke API keys",
+		Long: `Manage the API keys clients authenticate with (Authorization: Bearer osk_...).
 Keys are stored as SHA-256 hashes in the service's database (DATABASE_URL, or
-the SQLite file under DATA_DIR): a key is shown once, when it is created.
-
-commands:
-  create  create a key and print it alone on standard output
-          (--tenant NAME --scopes LIST [--expires DURATION] [--description TEXT])
-  list    list keys: id, prefix, tenant, scopes, dates and state; never the key
-          nor its hash ([--tenant NAME])
-  revoke  revoke the key with an id, at once and for good (ID)
-
-Run 'executor apikeys <command> -h' for a command's flags.
-`
-
-// apikeys runs `executor apikeys ...` against cfg's database. Only a
-// created key is written to stdout; messages go to stderr.
-func apikeys(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, apikeysUsage)
-		if len(args) == 0 {
-			return errors.New("apikeys: a command is required (create, list or revoke)")
-		}
-		return nil
+the SQLite file under DATA_DIR): a key is shown once, when it is created.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return groupRun(cmd, args) },
 	}
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "create":
-		return apikeysCreate(ctx, cfg, log, rest, stdout, stderr)
-	case "list":
-		return apikeysList(ctx, cfg, log, rest, stdout, stderr)
-	case "revoke":
-		return apikeysRevoke(ctx, cfg, log, rest, stderr)
-	default:
-		fmt.Fprint(stderr, apikeysUsage)
-		return fmt.Errorf("apikeys: unknown command %q", cmd)
+
+	var tenant, scopes, expires, description string
+	create := &cobra.Command{
+		Use:   "create --tenant NAME --scopes LIST [--expires DURATION] [--description TEXT]",
+		Short: "Create a key and print it alone on standard output",
+		Long: "Create an API key for a tenant and print it, alone, on standard output. It is\n" +
+			"not stored and cannot be shown again: only its SHA-256 hash is kept.\n" +
+			"Scopes: " + auth.JoinScopes(auth.AllScopes()) + " (admin: every scope in every tenant).",
+		Example: "  KEY=$(./bin/executor apikeys create --tenant acme --scopes runs:read,runs:write,hierarchies:read,hierarchies:write)",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			svc, err := load()
+			if err != nil {
+				return err
+			}
+			return apikeysCreate(cmd.Context(), svc, tenant, scopes, expires, description, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
 	}
+	create.Flags().StringVar(&tenant, "tenant", "", "tenant the key acts for (required)")
+	create.Flags().StringVar(&scopes, "scopes", "", "comma-separated scopes (required): "+auth.JoinScopes(auth.AllScopes()))
+	create.Flags().StringVar(&expires, "expires", "", "lifetime: a Go duration (720h) or days (90d); empty: never expires")
+	create.Flags().StringVar(&description, "description", "", "what the key is for, shown by list")
+
+	var listTenant string
+	list := &cobra.Command{
+		Use:   "list [--tenant NAME]",
+		Short: "List keys: id, prefix, tenant, scopes, dates and state; never the key nor its hash",
+		Long: "List API keys, newest first: id, prefix (the key's first characters), tenant,\n" +
+			"scopes, creation and expiry times and state. Neither keys nor hashes are shown.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			svc, err := load()
+			if err != nil {
+				return err
+			}
+			return apikeysList(cmd.Context(), svc, listTenant, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	list.Flags().StringVar(&listTenant, "tenant", "", "list this tenant's keys only (default: every tenant's)")
+
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke the key with an id, at once and for good",
+		Long: "Revoke the API key with ID (as list shows it): requests made with it are refused\n" +
+			"from now on. Revoking cannot be undone; revoking twice keeps the first time.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return errors.New("apikeys revoke: exactly one key id is required")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			svc, err := load()
+			if err != nil {
+				return err
+			}
+			return apikeysRevoke(cmd.Context(), svc, args[0], cmd.ErrOrStderr())
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
 }
 
-// apikeysFlags is a flag set that prints its usage to stderr and whose -h
-// is not an error.
-func apikeysFlags(name, args, about string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("apikeys "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: executor apikeys %s %s\n\n%s\n", name, args, about)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parseFlags parses args, reporting whether help was asked for.
-func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
-	err = fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		return true, nil
-	}
-	return false, err
-}
-
-func apikeysCreate(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, stdout, stderr io.Writer) error {
-	fs := apikeysFlags("create", "--tenant NAME --scopes LIST [--expires DURATION] [--description TEXT]",
-		"Create an API key for a tenant and print it, alone, on standard output. It is\n"+
-			"not stored and cannot be shown again: only its SHA-256 hash is kept.\n"+
-			"Scopes: "+auth.JoinScopes(auth.AllScopes())+" (admin: every scope in every tenant).", stderr)
-	tenant := fs.String("tenant", "", "tenant the key acts for (required)")
-	scopes := fs.String("scopes", "", "comma-separated scopes (required): "+auth.JoinScopes(auth.AllScopes()))
-	expires := fs.String("expires", "", "lifetime: a Go duration (720h) or days (90d); empty: never expires")
-	description := fs.String("description", "", "what the key is for, shown by list")
-	if help, err := parseFlags(fs, args); help || err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("apikeys create: unexpected argument %q", fs.Arg(0))
-	}
-	if strings.TrimSpace(*scopes) == "" {
+func apikeysCreate(ctx context.Context, svc service, tenant, scopes, expires, description string, stdout, stderr io.Writer) error {
+	if strings.TrimSpace(scopes) == "" {
 		return fmt.Errorf("apikeys create: --scopes is required (known: %s)", auth.JoinScopes(auth.AllScopes()))
 	}
-	sc, err := auth.ParseScopes(*scopes)
+	sc, err := auth.ParseScopes(scopes)
 	if err != nil {
 		return fmt.Errorf("apikeys create: --scopes: %w", err)
 	}
 	var ttl time.Duration
-	if *expires != "" {
-		if ttl, err = auth.ParseTTL(*expires); err != nil {
+	if expires != "" {
+		if ttl, err = auth.ParseTTL(expires); err != nil {
 			return fmt.Errorf("apikeys create: --expires: %w", err)
 		}
 	}
-	if err := store.CheckTenant(*tenant); err != nil {
+	if err := store.CheckTenant(tenant); err != nil {
 		return fmt.Errorf("apikeys create: --%w", err)
 	}
 
-	st, err := openKeyStore(ctx, cfg, log)
+	st, err := openKeyStore(ctx, svc.cfg, svc.log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	key, rec, err := st.IssueAPIKey(ctx, *tenant, sc, ttl, *description)
+	key, rec, err := st.IssueAPIKey(ctx, tenant, sc, ttl, description)
 	if err != nil {
 		return err
 	}
@@ -128,23 +130,13 @@ func apikeysCreate(ctx context.Context, cfg config.Config, log *slog.Logger, arg
 	return nil
 }
 
-func apikeysList(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, stdout, stderr io.Writer) error {
-	fs := apikeysFlags("list", "[--tenant NAME]",
-		"List API keys, newest first: id, prefix (the key's first characters), tenant,\n"+
-			"scopes, creation and expiry times and state. Neither keys nor hashes are shown.", stderr)
-	tenant := fs.String("tenant", "", "list this tenant's keys only (default: every tenant's)")
-	if help, err := parseFlags(fs, args); help || err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("apikeys list: unexpected argument %q", fs.Arg(0))
-	}
-	st, err := openKeyStore(ctx, cfg, log)
+func apikeysList(ctx context.Context, svc service, tenant string, stdout, stderr io.Writer) error {
+	st, err := openKeyStore(ctx, svc.cfg, svc.log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	keys, err := st.ListAPIKeys(ctx, strings.TrimSpace(*tenant))
+	keys, err := st.ListAPIKeys(ctx, strings.TrimSpace(tenant))
 	if err != nil {
 		return err
 	}
@@ -176,19 +168,8 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-func apikeysRevoke(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, stderr io.Writer) error {
-	fs := apikeysFlags("revoke", "ID",
-		"Revoke the API key with ID (as list shows it): requests made with it are refused\n"+
-			"from now on. Revoking cannot be undone; revoking twice keeps the first time.", stderr)
-	if help, err := parseFlags(fs, args); help || err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errors.New("apikeys revoke: exactly one key id is required")
-	}
-	id := fs.Arg(0)
-	st, err := openKeyStore(ctx, cfg, log)
+func apikeysRevoke(ctx context.Context, svc service, id string, stderr io.Writer) error {
+	st, err := openKeyStore(ctx, svc.cfg, svc.log)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,12 @@ func TestAPIKeysCommand(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	run := func(args ...string) (string, string, error) {
 		var stdout, stderr bytes.Buffer
-		err := apikeys(ctx, cfg, log, args, &stdout, &stderr)
+		cmd := newAPIKeysCommand(func() (service, error) { return service{cfg: cfg, log: log}, nil })
+		cmd.SetArgs(normalizeArgs(cmd, args))
+		cmd.SetOut(&stdout)
+		cmd.SetErr(&stderr)
+		cmd.SilenceErrors, cmd.SilenceUsage = true, true
+		err := cmd.ExecuteContext(ctx)
 		return stdout.String(), stderr.String(), err
 	}
 
@@ -101,10 +106,16 @@ func TestAPIKeysCommand(t *testing.T) {
 			t.Errorf("apikeys %q: err %v, stdout %q", bad, err, out)
 		}
 	}
-	for _, help := range [][]string{{"-h"}, {"--help"}, {"create", "-h"}, {"list", "--help"}, {"revoke", "-h"}} {
+	// Help goes to standard output, as with every cobra command; the
+	// Go-style single-dash spelling the command had before cobra still
+	// works.
+	for _, help := range [][]string{{"-h"}, {"--help"}, {"create", "-h"}, {"list", "--help"}, {"revoke", "-h"}, {"create", "-help"}} {
 		out, msg, err := run(help...)
-		if err != nil || out != "" || !strings.Contains(msg, "usage: executor apikeys") {
+		if err != nil || !strings.Contains(out, "Usage:") || !strings.Contains(out, "apikeys") {
 			t.Errorf("apikeys %q: err %v, stdout %q, stderr %q", help, err, out, msg)
 		}
+	}
+	if out, msg, err := run("create", "-tenant", "acme", "-scopes=runs:read"); err != nil || !auth.LooksLikeAPIKey(strings.TrimSpace(out)) {
+		t.Errorf("single-dash flags: err %v, stdout %q, stderr %q", err, out, msg)
 	}
 }

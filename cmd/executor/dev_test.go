@@ -17,7 +17,8 @@ import (
 
 // TestDevCommand runs the real binary the way `make run` does: it must
 // start a Temporal dev server with its Web UI, serve the API on SQLite under
-// DATA_DIR, and on SIGTERM stop both.
+// DATA_DIR, and on Ctrl-C stop both, quietly: neither a cancelled run nor
+// the shutdown logs anything that looks like a failure.
 func TestDevCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Temporal dev server")
@@ -30,7 +31,12 @@ func TestDevCommand(t *testing.T) {
 	dataDir := t.TempDir()
 	httpPort, grpcPort, uiPort := freePort(t), freePort(t), freePort(t)
 	cmd := exec.Command(bin, "dev")
+	// A process group of its own, as a shell gives a command it runs, so
+	// that the test can press Ctrl-C the way a terminal does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Env = append(os.Environ(),
+		"OPENAI_API_KEY=", "OPENROUTER_API_KEY=", "COMPATIBLE_BASE_URL=", "AWS_BEDROCK_ENABLED=false",
+		"LLM_DEFAULT_PROVIDER=", "LLM_MODELS=", "OFFLINE_TOKEN_DELAY=100ms", "LOG_LEVEL=info", "LOG_FORMAT=",
 		"TEMPORAL_ADDRESS=", "DATABASE_URL=",
 		"DATA_DIR="+dataDir,
 		"TEMPORAL_CLI="+cli,
@@ -83,17 +89,21 @@ func TestDevCommand(t *testing.T) {
 		t.Errorf("Temporal Web UI answered %d", resp.StatusCode)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	// A run cancelled mid-way, then Ctrl-C: the terminal sends SIGINT to
+	// the whole process group.
+	runID := devCancelRun(t, fmt.Sprintf("http://127.0.0.1:%d/api/executor/v1", httpPort), created.Data.HierarchyID)
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case err := <-exited:
 		if err != nil {
-			t.Errorf("executor dev exited with %v after SIGTERM", err)
+			t.Errorf("executor dev exited with %v after Ctrl-C", err)
 		}
 	case <-time.After(60 * time.Second):
-		t.Fatal("executor dev did not exit within 60s of SIGTERM")
+		t.Fatal("executor dev did not exit within 60s of Ctrl-C")
 	}
+	checkQuietShutdown(t, logs.String(), runID)
 	// The dev server must be gone with it.
 	waitFor(t, 15*time.Second, nil, func() error {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", grpcPort), time.Second)
@@ -151,5 +161,83 @@ func waitFor(t *testing.T, d time.Duration, exited <-chan error, check func() er
 			t.Fatalf("process exited early: %v", err)
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// devCancelRun starts a run of hierarchy on the offline model, cancels it
+// once it is running and waits until it is cancelled.
+func devCancelRun(t *testing.T, api, hierarchy string) string {
+	t.Helper()
+	call := func(path, body string, out any) {
+		t.Helper()
+		resp, err := http.Post(api+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var env struct {
+			Code    int             `json:"code"`
+			Message string          `json:"message"`
+			Data    json.RawMessage `json:"data"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&env); err != nil || env.Code != 0 {
+			t.Fatalf("%s: %v %d %s", path, err, env.Code, env.Message)
+		}
+		if out != nil {
+			json.Unmarshal(env.Data, out)
+		}
+	}
+	var run struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	call("/runs/start", fmt.Sprintf(`{"hierarchy_id":%q,"task":"take your time"}`, hierarchy), &run)
+	id := run.ID
+	waitFor(t, 30*time.Second, nil, func() error {
+		call("/runs/get", fmt.Sprintf(`{"id":%q}`, id), &run)
+		if run.Status != "running" {
+			return fmt.Errorf("run is %s", run.Status)
+		}
+		return nil
+	})
+	// Let an LLM call get under way, so the cancel interrupts an activity.
+	time.Sleep(time.Second)
+	call("/runs/cancel", fmt.Sprintf(`{"id":%q}`, id), nil)
+	waitFor(t, 30*time.Second, nil, func() error {
+		call("/runs/get", fmt.Sprintf(`{"id":%q}`, id), &run)
+		if run.Status != "cancelled" {
+			return fmt.Errorf("run is %s", run.Status)
+		}
+		return nil
+	})
+	return id
+}
+
+// checkQuietShutdown fails on output of `executor dev` that makes a
+// normal cancel or Ctrl-C look like a failure: a line at WARN or ERROR
+// (the SDK's "Activity error." for a cancelled activity among them), or
+// the dev server's own output once shutdown has begun.
+func checkQuietShutdown(t *testing.T, logs, runID string) {
+	t.Helper()
+	shutting := false
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "shutting down") {
+			shutting = true
+		}
+		slogLine := strings.HasPrefix(line, "time=")
+		switch {
+		case slogLine && (strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN")):
+			t.Errorf("a normal cancel and Ctrl-C logged %q", line)
+		case strings.Contains(line, "Activity error") && !strings.Contains(line, "level=INFO"):
+			t.Errorf("a cancelled activity logged as an error: %q", line)
+		case shutting && !slogLine && strings.TrimSpace(line) != "":
+			t.Errorf("the dev server wrote during shutdown: %q", line)
+		}
+	}
+	if !shutting || !strings.Contains(logs, "shutdown complete") {
+		t.Errorf("no shutdown in the logs:\n%s", logs)
+	}
+	if !strings.Contains(logs, runID) {
+		t.Logf("the run %s is not in the logs (fine: nothing failed)", runID)
 	}
 }

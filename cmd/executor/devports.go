@@ -41,24 +41,85 @@ func devPorts(cfg config.Config) []devPort {
 	}
 }
 
-// checkPortsFree fails, naming the port and its variable, when one of ports
-// cannot be listened on, so that `executor dev` stops before it starts
-// anything, and never talks to a server it did not start.
+// checkPortsFree fails, naming the port, its variable, the process that
+// holds it (where the system tells) and a free port to set instead, when
+// one of ports cannot be listened on, so that `executor dev` stops before
+// it starts anything, and never talks to a server it did not start.
 func checkPortsFree(ports []devPort) error {
 	for _, p := range ports {
 		ln, err := net.Listen("tcp", p.addr)
 		if err != nil {
-			_, port, _ := net.SplitHostPort(p.addr)
-			hint := ""
-			if p.variable != "HTTP_ADDR" {
-				hint = ", or set TEMPORAL_ADDRESS to use a Temporal server already running"
+			host, port, _ := net.SplitHostPort(p.addr)
+			n, _ := strconv.Atoi(port)
+			holder := "another process"
+			if pid, cmdline, ok := portHolder(n); ok {
+				holder = fmt.Sprintf("process %d (%s)", pid, cmdline)
 			}
-			return fmt.Errorf("%s: port %s (%s) is not free: %w; stop what listens there or set %s to another port%s",
-				p.variable, port, p.addr, err, p.variable, hint)
+			instead := fmt.Sprintf("set %s to a free port", p.variable)
+			if free := nextFreePort(host, n); free > 0 {
+				value := strconv.Itoa(free)
+				if p.variable == "HTTP_ADDR" {
+					value = net.JoinHostPort(host, value)
+				}
+				instead = fmt.Sprintf("set %s=%s (free now)", p.variable, value)
+			}
+			hint := ""
+			if p.variable == "TEMPORAL_DEV_PORT" {
+				hint = fmt.Sprintf("; or, if it is a Temporal server you mean to use, set TEMPORAL_ADDRESS=127.0.0.1:%d", n)
+			}
+			return fmt.Errorf("%s: port %s (%s) is taken by %s: %w; stop it, or %s%s",
+				p.variable, port, p.addr, holder, err, instead, hint)
 		}
 		ln.Close()
 	}
 	return nil
+}
+
+// nextFreePort is the first port after port on host that can be listened
+// on now, or 0.
+func nextFreePort(host string, port int) int {
+	for n := port + 1; n <= port+100 && n < 65536; n++ {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(n)))
+		if err == nil {
+			ln.Close()
+			return n
+		}
+	}
+	return 0
+}
+
+// portHolder names the process listening on TCP port: its pid and command
+// line. ok is false where the system does not tell (not Linux, or a
+// process of another user).
+func portHolder(port int) (pid int, cmdline string, ok bool) {
+	inodes := listeningInodes(port)
+	if len(inodes) == 0 {
+		return 0, "", false
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, "", false
+	}
+	for _, p := range procs {
+		id, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		if !pidHoldsSocket(id, inodes) {
+			continue
+		}
+		raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", id))
+		cmdline = strings.TrimSpace(strings.ReplaceAll(string(raw), "\x00", " "))
+		if cmdline == "" {
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", id))
+			cmdline = strings.TrimSpace(string(comm))
+		}
+		if len(cmdline) > 120 {
+			cmdline = cmdline[:120] + "…"
+		}
+		return id, cmdline, true
+	}
+	return 0, "", false
 }
 
 // devServer is a Temporal dev server process `executor dev` started.
@@ -68,6 +129,39 @@ type devServer struct {
 	exited   chan struct{} // closed when the process has exited
 	waitErr  error         // the process's exit, once exited is closed
 	stderr   *tailBuffer
+	// stdout and errout pass the server's output on until Mute.
+	stdout, errout *mutableWriter
+}
+
+// Mute stops passing the dev server's output on (its stderr's tail is
+// still kept for errors): once `executor dev` shuts down, the server's
+// "Stopping server..." and its internal workers' complaints about the
+// closing connections are not news, and look like failures.
+func (ds *devServer) Mute() {
+	ds.stdout.mute()
+	ds.errout.mute()
+}
+
+// mutableWriter writes to w until muted, then discards.
+type mutableWriter struct {
+	mu    sync.Mutex
+	w     interface{ Write([]byte) (int, error) }
+	muted bool
+}
+
+func (m *mutableWriter) Write(p []byte) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.muted {
+		return len(p), nil
+	}
+	return m.w.Write(p)
+}
+
+func (m *mutableWriter) mute() {
+	m.mu.Lock()
+	m.muted = true
+	m.mu.Unlock()
 }
 
 // startDevServer starts the temporal CLI's dev server on cfg's ports and
@@ -105,8 +199,10 @@ func startDevServer(ctx context.Context, cfg config.Config, log *slog.Logger) (*
 	log.Info("starting Temporal dev server", "cli", cfg.TemporalCLI, "address", hostPort, "db", dbFile)
 	ds := &devServer{hostPort: hostPort, exited: make(chan struct{}), stderr: &tailBuffer{max: 4096}}
 	ds.cmd = exec.Command(cfg.TemporalCLI, args...)
-	ds.cmd.Stdout = os.Stdout
-	ds.cmd.Stderr = teeWriter{os.Stderr, ds.stderr}
+	ds.stdout, ds.errout = &mutableWriter{w: os.Stdout}, &mutableWriter{w: os.Stderr}
+	ds.cmd.Stdout = ds.stdout
+	ds.cmd.Stderr = teeWriter{ds.errout, ds.stderr}
+	ownProcessGroup(ds.cmd)
 	if err := ds.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start Temporal dev server with %s (run `make run`, which builds it): %w", cfg.TemporalCLI, err)
 	}
@@ -227,6 +323,19 @@ func (ds *devServer) Stop() error {
 // socketOwnedBy reports whether a socket listening on TCP port belongs to
 // process pid; known is false where /proc cannot tell (not Linux).
 func socketOwnedBy(pid, port int) (owned, known bool) {
+	inodes := listeningInodes(port)
+	if len(inodes) == 0 {
+		return false, false
+	}
+	if _, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err != nil {
+		return false, false
+	}
+	return pidHoldsSocket(pid, inodes), true
+}
+
+// listeningInodes are the inodes of the sockets listening on TCP port, from
+// /proc/net/tcp and tcp6 (none where there is no /proc).
+func listeningInodes(port int) map[string]bool {
 	inodes := map[string]bool{}
 	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		fh, err := os.Open(f)
@@ -247,12 +356,15 @@ func socketOwnedBy(pid, port int) (owned, known bool) {
 		}
 		fh.Close()
 	}
-	if len(inodes) == 0 {
-		return false, false
-	}
+	return inodes
+}
+
+// pidHoldsSocket reports whether process pid has one of the socket inodes
+// open.
+func pidHoldsSocket(pid int, inodes map[string]bool) bool {
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
-		return false, false
+		return false
 	}
 	for _, fd := range fds {
 		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
@@ -260,10 +372,10 @@ func socketOwnedBy(pid, port int) (owned, known bool) {
 			continue
 		}
 		if inode, ok := strings.CutPrefix(link, "socket:["); ok && inodes[strings.TrimSuffix(inode, "]")] {
-			return true, true
+			return true
 		}
 	}
-	return false, true
+	return false
 }
 
 // tailBuffer keeps the last max bytes written to it.

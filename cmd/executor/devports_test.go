@@ -74,6 +74,14 @@ func TestDevFailsFastOnTakenPort(t *testing.T) {
 			if !strings.Contains(msg, strconv.Itoa(port)) || !strings.Contains(msg, variable) {
 				t.Errorf("message does not name port %d and %s:\n%s", port, variable, msg)
 			}
+			// The listener is this test's: the message names its process
+			// and a port to set instead.
+			if runtime.GOOS == "linux" && !strings.Contains(msg, fmt.Sprintf("taken by process %d (", os.Getpid())) {
+				t.Errorf("message does not name the process holding the port (pid %d):\n%s", os.Getpid(), msg)
+			}
+			if !strings.Contains(msg, variable+"=") || !strings.Contains(msg, "(free now)") {
+				t.Errorf("message does not say what to set %s to:\n%s", variable, msg)
+			}
 			if strings.Contains(msg, "dev server ready") || strings.Contains(msg, "starting Temporal dev server") {
 				t.Errorf("a dev server was started despite the taken port:\n%s", msg)
 			}

@@ -40,7 +40,7 @@ func parseRole(s string) (role, error) {
 	case "worker":
 		return role{worker: true}, nil
 	}
-	return role{}, fmt.Errorf("-role: want all, api or worker, got %q", s)
+	return role{}, fmt.Errorf("--role: want all, api or worker, got %q", s)
 }
 
 func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*store.Store, error) {
@@ -78,7 +78,7 @@ func dialTemporal(ctx context.Context, cfg config.Config, log *slog.Logger, tel 
 	opts := client.Options{
 		HostPort:  cfg.TemporalAddress,
 		Namespace: cfg.TemporalNamespace,
-		Logger:    temporallog.NewStructuredLogger(log.With("component", "temporal")),
+		Logger:    temporallog.NewStructuredLogger(slog.New(sdkLogHandler{log.Handler()}).With("component", "temporal")),
 	}
 	// The SDK's metrics (temporal_*) go to the same registry as the
 	// service's; with tracing on, the SDK's tracing interceptor traces the
@@ -338,7 +338,13 @@ func dev(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
+		// From the moment shutdown begins the server's output is noise.
+		go func() {
+			<-ctx.Done()
+			ds.Mute()
+		}()
 		defer func() {
+			ds.Mute()
 			log.Info("stopping Temporal dev server")
 			if err := ds.Stop(); err != nil {
 				log.Warn("dev server stop", "error", err)
@@ -387,7 +393,7 @@ func withoutEnv(prefix string, f func()) {
 
 // devServerTuning removes the dev server's ~100 ms per activity: its single
 // history shard rate-limits transfer-queue reads to 20/s by default (see
-// ../shared/notes and the README's "Latency" section). These are dev-server
+// ../shared/notes and docs/performance.md). These are dev-server
 // settings; production clusters have many shards and keep their defaults.
 var devServerTuning = []string{
 	"--sqlite-pragma", "journal_mode=wal",
