@@ -164,6 +164,16 @@ func TestRecordReplayHistories(t *testing.T) {
 		e.waitRun(fork.ID, time.Minute)
 		e.exportRun(t, fork.ID, dir("forked"))
 	})
+	t.Run("streamed", func(t *testing.T) {
+		// Workers streaming for a second each, with a stream reader: their
+		// batches come as event updates (models.UpdateEvents); record it
+		// alone with -run 'TestRecordReplayHistories/streamed'.
+		e := newEnv(t, streamingRules())
+		id := e.startRun(e.createHierarchy(referenceHierarchy()), "record streamed")
+		e.readStream(e.openStream(id, 0, false), nil)
+		e.waitRun(id, time.Minute)
+		e.exportRun(t, id, dir("streamed"))
+	})
 	t.Run("retry", func(t *testing.T) {
 		full := strings.Repeat("complete ", 20)
 		e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-WRITER": {{Content: full, DropAfterChunks: 6}, {Content: full}}}))
