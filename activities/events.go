@@ -238,6 +238,14 @@ func (p *publisher) close() {
 // the run's log keeps the attempt's order and applies each batch once.
 // Without keep it is close, and returns nil.
 func (p *publisher) finish(keep bool) *models.EventBatch {
+	if keep && p.streamed() && p.canDeliver() {
+		// A streaming answer's last deltas go by update too: pushed, they
+		// reach the streams now; in the result they would wait for the
+		// next activity's announcement and a query. It costs one more
+		// workflow task per streamed call, against a dozen a second while
+		// it streams.
+		keep = false
+	}
 	if !keep {
 		p.close()
 		return nil
@@ -372,6 +380,21 @@ func (p *publisher) flush(ctx context.Context) {
 	}
 }
 
+// streamed reports whether the attempt has sent a batch already.
+func (p *publisher) streamed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seq > 0
+}
+
+// canDeliver reports whether batches can go as updates whose events are
+// pushed to the streams.
+func (p *publisher) canDeliver() bool {
+	_, ok := p.a.Events.(EventDeliverer)
+	_, canPush := p.a.Notifier.(notify.Pusher)
+	return ok && canPush && !p.a.updatesOff.Load()
+}
+
 // deliver sends batch as an update and pushes the sequenced events to the
 // API's streams. It reports false when the batch must go by signal: no
 // Pusher to hand the events to (an update would only cost more history
@@ -379,11 +402,10 @@ func (p *publisher) flush(ctx context.Context) {
 // update (the limits of the run, a server without updates, a worker of an
 // older version, a slow worker).
 func (p *publisher) deliver(ctx context.Context, batch models.EventBatch) bool {
-	sink, ok := p.a.Events.(EventDeliverer)
-	pusher, canPush := p.a.Notifier.(notify.Pusher)
-	if !ok || !canPush || p.a.updatesOff.Load() {
+	if !p.canDeliver() {
 		return false
 	}
+	sink, pusher := p.a.Events.(EventDeliverer), p.a.Notifier.(notify.Pusher)
 	uctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
 	d, err := sink.DeliverEvents(uctx, p.runID, batch)
