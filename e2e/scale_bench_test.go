@@ -25,7 +25,13 @@ func forEachServer(b *testing.B, cases func(b *testing.B, addr string)) {
 
 // onTemporal points an env at the Temporal server addr.
 func onTemporal(addr string) envOption {
-	return withConfig(func(c *config.Config) { c.TemporalAddress = addr })
+	return withConfig(func(c *config.Config) {
+		c.TemporalAddress = addr
+		// The benchmarks measure the orchestrator, not admission control:
+		// 100 runs started at once would pass the per-tenant limits.
+		c.MaxConcurrentRunsPerTenant = 0
+		c.RateLimitRPS = 0
+	})
 }
 
 // referenceRulesByState script the reference hierarchy's run like
