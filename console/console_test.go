@@ -41,6 +41,11 @@ func TestPagesAndAssets(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(body, `<script type="module" src="/console/app.js">`) {
 			t.Errorf("%s: %d %.80q", p, resp.StatusCode, body)
 		}
+		// Without an icon of its own a browser asks for /favicon.ico, which
+		// is no console route: with access control on the API answers it 401.
+		if !strings.Contains(body, `<link rel="icon" href="/console/favicon.svg"`) {
+			t.Errorf("%s: the shell names no icon among the console's assets", p)
+		}
 		if got := resp.Header.Get("Content-Security-Policy"); got != ContentSecurityPolicy || !strings.Contains(got, "script-src 'self';") {
 			t.Errorf("%s: CSP %q", p, got)
 		}
@@ -48,7 +53,7 @@ func TestPagesAndAssets(t *testing.T) {
 			t.Errorf("%s: headers %v", p, resp.Header)
 		}
 	}
-	for asset, ctype := range map[string]string{"app.js": "text/javascript", "run.js": "text/javascript", "console.css": "text/css"} {
+	for asset, ctype := range map[string]string{"app.js": "text/javascript", "run.js": "text/javascript", "console.css": "text/css", "favicon.svg": "image/svg+xml"} {
 		resp, body := get(t, s.URL+AssetPrefix+"/"+asset)
 		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), ctype) || len(body) == 0 {
 			t.Errorf("%s: %d %s", asset, resp.StatusCode, resp.Header.Get("Content-Type"))

@@ -275,7 +275,7 @@ func TestExecutorEnvironment(t *testing.T) {
 			if known[k] || slices.ContainsFunc(sdkPrefixes, func(p string) bool { return strings.HasPrefix(k, p) }) {
 				continue
 			}
-			t.Errorf("%s: environment variable %s is read by nothing: not in config.Vars() (README.md, \"Configuration\") and not an SDK prefix %v", name, k, sdkPrefixes)
+			t.Errorf("%s: environment variable %s is read by nothing: not in config.Vars() (docs/configuration.md) and not an SDK prefix %v", name, k, sdkPrefixes)
 		}
 		configEnv(t, s) // every value parses
 	}

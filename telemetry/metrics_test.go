@@ -80,7 +80,7 @@ func TestMetricsRecord(t *testing.T) {
 	if got := testutil.ToFloat64(m.runsFinished.WithLabelValues("completed")); got != 1 {
 		t.Errorf("runs finished = %v", got)
 	}
-	// Every metric the README lists is registered under its name.
+	// Every metric docs/production.md lists is registered under its name.
 	names := map[string]bool{}
 	mfs, err := reg.Gather()
 	if err != nil {

@@ -178,7 +178,7 @@ func (p *printer) print(ev models.Event) error {
 	case "system.error":
 		p.line(src, "%s %s", p.paint("31;1", "! error"), oneLine(str(d, "message")))
 	case "system.budget":
-		p.line(src, "%s %s budget: spent %v of %v (%s)", p.paint("33;1", "! budget"), str(d, "scope"), d["spent"], d["limit"], str(d, "on_exceeded"))
+		p.line(src, "%s %s: spent %s of %s (%s)", p.paint("33;1", "! budget"), budgetScope(d), budgetFigures(d["spent"], false), budgetFigures(d["limit"], true), str(d, "on_exceeded"))
 	case "approval.requested":
 		what := str(d, "instruction")
 		if what == "" {
@@ -230,6 +230,44 @@ func eventLine(ev models.Event) string {
 		what = clip(compact(data), 240)
 	}
 	return fmt.Sprintf("%6d  %s  %-20s [%s] %s", ev.Sequence, ev.Timestamp, ev.Event.String(), who, what)
+}
+
+// budgetScope names whose budget a system.budget event is about.
+func budgetScope(d map[string]any) string {
+	switch scope := str(d, "scope"); scope {
+	case "team":
+		return "team " + str(d, "team_name")
+	case "agent":
+		return "agent " + str(d, "agent_id")
+	default:
+		return scope
+	}
+}
+
+// budgetFigures renders a system.budget event's spent block
+// ({total_tokens,cost_usd,cost_unknown}) or, with limit, its limit block
+// ({max_tokens,max_cost_usd}, an absent or zero one being no limit).
+func budgetFigures(v any, limit bool) string {
+	m, _ := v.(map[string]any)
+	tokens, cost := "total_tokens", "cost_usd"
+	if limit {
+		tokens, cost = "max_tokens", "max_cost_usd"
+	}
+	var parts []string
+	if n, ok := m[tokens].(float64); ok && (n > 0 || !limit) {
+		parts = append(parts, fmt.Sprintf("%.0f tokens", n))
+	}
+	if c, ok := m[cost].(float64); ok && (c > 0 || !limit) {
+		s := fmt.Sprintf("$%.4f", c)
+		if unknown, _ := m["cost_unknown"].(bool); unknown {
+			s += " (and calls of unknown cost)"
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return compact(v)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func str(d map[string]any, key string) string {

@@ -113,7 +113,7 @@ function createPanel(onCreated) {
     }
   });
   return h('section', { class: 'panel', id: 'create-panel' }, h('h2', {}, 'Create a hierarchy'),
-    h('p', { class: 'muted' }, 'The body of hierarchies/create (see the README\'s "The hierarchy body").'), form);
+    h('p', { class: 'muted' }, 'The body of hierarchies/create (see docs/hierarchies.md, "The hierarchy body").'), form);
 }
 
 // showFieldError lists the JSON's lines with the error under the line of

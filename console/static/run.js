@@ -13,7 +13,7 @@
 import { call } from './api.js';
 import { h, append, clear, fmtCost, fmtTime } from './dom.js';
 
-// Every event type the stream carries (README: Event stream). EventSource
+// Every event type the stream carries (docs/events.md, Event stream). EventSource
 // delivers named events only to listeners of that name.
 export const EVENT_TYPES = [
   'lifecycle.started', 'lifecycle.completed', 'lifecycle.failed', 'lifecycle.cancelled', 'lifecycle.paused', 'lifecycle.resumed',
