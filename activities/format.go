@@ -17,15 +17,6 @@ import (
 	"github.com/op-stack/executor/models"
 )
 
-// Application error types of FormatResults. Neither is worth retrying: the
-// same template and answers would fail the same way.
-const (
-	// ErrFormatMismatch: the model's answers never matched the template.
-	ErrFormatMismatch = "FormatMismatch"
-	// ErrFormatInvalidTemplate: the template is not a usable JSON object.
-	ErrFormatInvalidTemplate = "FormatInvalidTemplate"
-)
-
 // MaxFormatRepairs bounds how often an answer that does not match the
 // template is sent back with its problems before formatting fails.
 const MaxFormatRepairs = 3
@@ -49,7 +40,7 @@ const maxListedProblems = 20
 func (a *Activities) FormatResults(ctx context.Context, in models.FormatInput) (*models.FormatResult, error) {
 	tmpl, err := ParseTemplate(in.Template)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrFormatInvalidTemplate, nil)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), models.ErrFormatInvalidTemplate, nil)
 	}
 	if a.Store != nil {
 		hydrated, err := a.Store.HydrateResult(ctx, &models.RunResult{Teams: in.Teams})
@@ -111,7 +102,7 @@ func (a *Activities) FormatResults(ctx context.Context, in models.FormatInput) (
 		if repair == MaxFormatRepairs {
 			return nil, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("the model's answer did not match the output template after %d repairs: %s", MaxFormatRepairs, strings.Join(problems, "; ")),
-				ErrFormatMismatch, nil)
+				models.ErrFormatMismatch, nil)
 		}
 		req.Messages = append(req.Messages,
 			llm.Message{Role: llm.RoleAssistant, Content: resp.Content},

@@ -358,7 +358,7 @@ func TestFormatResultsGivesUp(t *testing.T) {
 	acts := &Activities{LLM: fake}
 	_, err := acts.FormatResults(context.Background(), formatInput())
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != ErrFormatMismatch || !appErr.NonRetryable() {
+	if !errors.As(err, &appErr) || appErr.Type() != models.ErrFormatMismatch || !appErr.NonRetryable() {
 		t.Fatalf("err = %v", err)
 	}
 	if len(fake.requests) != MaxFormatRepairs+1 {
@@ -387,14 +387,14 @@ func TestFormatResultsDefaultsAndFailures(t *testing.T) {
 	// A rejected request is non-retryable and names the model.
 	_, err = (&Activities{LLM: &fakeFormatLLM{err: &llm.Error{Provider: "openai", Model: "gpt-4o", StatusCode: 401, Message: "bad key"}}}).FormatResults(context.Background(), formatInput())
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != ErrLLMRejected || !strings.Contains(appErr.Message(), "gpt-4o") {
+	if !errors.As(err, &appErr) || appErr.Type() != models.ErrLLMRejected || !strings.Contains(appErr.Message(), "gpt-4o") {
 		t.Fatalf("rejected: %v", err)
 	}
 
 	in = formatInput()
 	in.Template = json.RawMessage(`[1]`)
 	_, err = (&Activities{LLM: &fakeFormatLLM{answers: []string{"{}"}}}).FormatResults(context.Background(), in)
-	if !errors.As(err, &appErr) || appErr.Type() != ErrFormatInvalidTemplate {
+	if !errors.As(err, &appErr) || appErr.Type() != models.ErrFormatInvalidTemplate {
 		t.Fatalf("invalid template: %v", err)
 	}
 }

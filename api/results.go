@@ -877,11 +877,11 @@ func (s *Server) formatFailure(ctx, wctx context.Context, workflowID string, err
 	switch {
 	case errors.As(err, &appErr):
 		switch appErr.Type() {
-		case activities.ErrFormatInvalidTemplate:
+		case models.ErrFormatInvalidTemplate:
 			return models.FieldError("output_template", "%s", appErr.Message())
-		case activities.ErrFormatMismatch:
+		case models.ErrFormatMismatch:
 			return &models.Error{Code: models.CodeExecutionFailed, Message: "formatting failed: " + appErr.Message(), Err: err}
-		case activities.ErrLLMRejected, activities.ErrLLMUnavailable:
+		case models.ErrLLMRejected, models.ErrLLMUnavailable:
 			return &models.Error{Code: models.CodeExecutionFailed, Message: "formatting failed: " + appErr.Message(), Err: err}
 		}
 	case errors.As(err, &timeoutErr):
