@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -210,5 +213,104 @@ func TestCheckFindsChains(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// allowance is one row of docs/architecture.md's import table: the module
+// packages a package may import, or any but Except.
+type allowance struct {
+	Any    bool
+	Except []string
+	Allow  []string
+}
+
+var (
+	backticked = regexp.MustCompile("`([^`]+)`")
+	pkgName    = regexp.MustCompile(`^[a-z][a-z0-9_]*(/[a-z0-9_]+)*$`)
+)
+
+// packagesIn lists the backticked package paths of a table cell, without
+// their trailing slashes (other code, like a method name, is skipped).
+func packagesIn(cell string) []string {
+	var out []string
+	for _, m := range backticked.FindAllStringSubmatch(cell, -1) {
+		if p := strings.TrimSuffix(m[1], "/"); pkgName.MatchString(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parseTable reads the "What each package may import" table.
+func parseTable(t *testing.T, doc string) map[string]allowance {
+	t.Helper()
+	_, section, ok := strings.Cut(doc, "## What each package may import")
+	if !ok {
+		t.Fatal(`docs/architecture.md has no "What each package may import" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	table := map[string]allowance{}
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) != 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue // not a row of packages (prose, header, separator)
+		}
+		may := cells[3]
+		var a allowance
+		if strings.HasPrefix(strings.TrimSpace(may), "any package") {
+			a = allowance{Any: true, Except: packagesIn(may)}
+		} else {
+			// "never …" names what the rules forbid, not what is allowed.
+			allowed, _, _ := strings.Cut(may, "never")
+			a = allowance{Allow: packagesIn(allowed)}
+		}
+		for _, p := range packagesIn(cells[1]) {
+			table[p] = a
+		}
+	}
+	if len(table) == 0 {
+		t.Fatal("docs/architecture.md's import table has no rows")
+	}
+	return table
+}
+
+// TestArchitectureTable keeps docs/architecture.md's table of what each
+// package may import true: every package that imports any of the module
+// has a row, and imports nothing its row leaves out.
+func TestArchitectureTable(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := parseTable(t, string(raw))
+	g := loadGraph(t)
+	for p := range table {
+		if _, ok := g[p]; !ok {
+			t.Errorf("docs/architecture.md has a row for %s, which is not a package of the module", p)
+		}
+	}
+	pkgs := make([]string, 0, len(g))
+	for p := range g {
+		pkgs = append(pkgs, p)
+	}
+	sort.Strings(pkgs)
+	for _, p := range pkgs {
+		if len(g[p]) == 0 {
+			continue
+		}
+		a, ok := table[p]
+		if !ok {
+			t.Errorf("docs/architecture.md's import table has no row for %s, which imports %s", p, strings.Join(g[p], ", "))
+			continue
+		}
+		for _, imp := range g[p] {
+			if a.Any && !slices.ContainsFunc(a.Except, func(e string) bool { return under(imp, e) }) {
+				continue
+			}
+			if !a.Any && slices.Contains(a.Allow, imp) {
+				continue
+			}
+			t.Errorf("%s imports %s, which its row of docs/architecture.md does not allow", p, imp)
+		}
 	}
 }
