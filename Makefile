@@ -21,7 +21,7 @@ build:
 	$(GO) build -o $(EXECUTOR) ./cmd/executor
 
 ## test: every test (unit, API over HTTP on SQLite and PostgreSQL, workflows, end-to-end against a dev
-##   server, the web console in headless Chromium)
+##   server, the web console in headless Chromium, the import layering in internal/layering)
 test: temporal-cli browser
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...

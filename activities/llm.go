@@ -16,14 +16,6 @@ import (
 	"github.com/op-stack/executor/telemetry"
 )
 
-// Application error types of failed LLM calls. The retry policy retries
-// ErrLLMUnavailable (with the provider's Retry-After as the next delay) and
-// never ErrLLMRejected.
-const (
-	ErrLLMRejected    = "LLMRequestRejected"
-	ErrLLMUnavailable = "LLMUnavailable"
-)
-
 // maxCorrections bounds how often a supervisor is asked again after an
 // answer that names no valid option.
 const maxCorrections = 2
@@ -406,13 +398,13 @@ func (a *Activities) llmFailure(ctx context.Context, source models.Source, model
 	}
 	msg := fmt.Sprintf("%s %q (agent_id %s) calling model %q: %s", source.AgentType, source.AgentName, source.AgentID, model, le.Error())
 	if !le.Retryable {
-		return temporal.NewNonRetryableApplicationError(msg, ErrLLMRejected, nil)
+		return temporal.NewNonRetryableApplicationError(msg, models.ErrLLMRejected, nil)
 	}
 	delay := le.RetryAfter
 	if retryMax > 0 && delay > retryMax {
 		delay = retryMax
 	}
-	return temporal.NewApplicationErrorWithOptions(msg, ErrLLMUnavailable, temporal.ApplicationErrorOptions{NextRetryDelay: delay})
+	return temporal.NewApplicationErrorWithOptions(msg, models.ErrLLMUnavailable, temporal.ApplicationErrorOptions{NextRetryDelay: delay})
 }
 
 func contextLimit(o models.RunOptions) int {

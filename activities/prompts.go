@@ -8,6 +8,7 @@ import (
 
 	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/templating"
 )
 
 func optionKind(in models.DecideInput) string {
@@ -130,7 +131,7 @@ type rawDecision struct {
 // the answer names no valid option.
 func parseDecision(content string, in models.DecideInput) (models.Decision, error) {
 	var raw rawDecision
-	if obj := extractJSONObject(content); obj != "" && json.Unmarshal([]byte(obj), &raw) == nil {
+	if obj := templating.ExtractObject(content); obj != "" && json.Unmarshal([]byte(obj), &raw) == nil {
 		d := models.Decision{
 			Action:      strings.ToLower(strings.TrimSpace(raw.Action)),
 			Target:      firstNonBlank(raw.Target, raw.Next, raw.SelectedAgent, raw.Team, raw.Worker),
@@ -273,15 +274,6 @@ func writeContext(b *strings.Builder, items []models.ContextItem, limit int) {
 	for _, c := range items {
 		fmt.Fprintf(b, "\n### %s\n%s\n", c.From, truncate(c.Content, limit))
 	}
-}
-
-func extractJSONObject(s string) string {
-	start := strings.Index(s, "{")
-	end := strings.LastIndex(s, "}")
-	if start < 0 || end <= start {
-		return ""
-	}
-	return s[start : end+1]
 }
 
 func matchOption(target string, options []models.Option) string {

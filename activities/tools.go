@@ -15,15 +15,6 @@ import (
 	"github.com/op-stack/executor/tools"
 )
 
-// MaxToolAttempts bounds the attempts of one tool call. A transient tool
-// failure is retried until then; after that, and for any other failure,
-// the model gets the error as the tool's result.
-const MaxToolAttempts = 3
-
-// ErrSubAgentUnavailable is the error type of LoadSubAgent when the
-// sub-agent does not exist or is disabled.
-const ErrSubAgentUnavailable = "SubAgentUnavailable"
-
 // toolDefinitions are the tools an agent is offered: its registry tools,
 // plus delegate when it may call sub-agents.
 func (a *Activities) toolDefinitions(agent models.Agent) []llm.ToolDef {
@@ -59,7 +50,7 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 	pub := a.newPublisher(ctx, in.RunID)
 	defer pub.close()
 	if pub.attempt == 1 {
-		pub.emit(pub.event(in.Source, models.CategoryLLM, models.ActionToolCall, ToolCallData(in.Call, in.ExecutionID)))
+		pub.emit(pub.event(in.Source, models.CategoryLLM, models.ActionToolCall, models.ToolCallData(in.Call, in.ExecutionID)))
 	}
 	callCtx, stop := a.heartbeat(ctx)
 	start := time.Now()
@@ -77,8 +68,8 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 	if cancelled != nil {
 		return nil, cancelled
 	}
-	if err != nil && tools.IsRetryable(err) && pub.attempt < MaxToolAttempts {
-		return nil, temporal.NewApplicationError(fmt.Sprintf("tool %s: %v", in.Call.Name, err), "ToolUnavailable")
+	if err != nil && tools.IsRetryable(err) && pub.attempt < models.MaxToolAttempts {
+		return nil, temporal.NewApplicationError(fmt.Sprintf("tool %s: %v", in.Call.Name, err), models.ErrToolUnavailable)
 	}
 	out := &models.ToolOutput{Content: content, DurationMs: time.Since(start).Milliseconds()}
 	if err != nil {
@@ -87,51 +78,9 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 	// The arguments and result stay out of the log: they are the run's
 	// content, which the event stream carries.
 	a.runLogger(ctx, in.RunID, in.Source).Debug("tool call", "tool", in.Call.Name, "tool_execution_id", in.ExecutionID, "is_error", out.IsError, "duration_ms", out.DurationMs)
-	pub.emitLast(pub.event(in.Source, models.CategoryLLM, models.ActionToolResult, ToolResultData(in.Call, in.ExecutionID, *out)))
+	pub.emitLast(pub.event(in.Source, models.CategoryLLM, models.ActionToolResult, models.ToolResultData(in.Call, in.ExecutionID, *out)))
 	out.Events = pub.finish(in.ReturnEvents)
 	return out, nil
-}
-
-// Tool execution statuses on llm.tool_call and llm.tool_result (spec 004's
-// status): a call is running, a result completed or failed.
-const (
-	ToolStatusRunning   = "running"
-	ToolStatusCompleted = "completed"
-	ToolStatusFailed    = "failed"
-)
-
-// ToolCallData is an llm.tool_call event's data: spec 004's act event
-// (execution_id, tool_name, tool_input, call_id, status "running"), plus
-// the names earlier clients read (tool_execution_id, arguments,
-// tool_call_id), which stay.
-func ToolCallData(call models.ToolCall, executionID string) map[string]any {
-	var args any = call.Arguments
-	var parsed map[string]any
-	if json.Unmarshal([]byte(call.Arguments), &parsed) == nil {
-		args = parsed
-	}
-	return map[string]any{
-		"tool_name": call.Name, "arguments": args, "tool_input": args,
-		"tool_execution_id": executionID, "execution_id": executionID,
-		"tool_call_id": call.ID, "call_id": call.ID, "status": ToolStatusRunning,
-	}
-}
-
-// ToolResultData is an llm.tool_result event's data: spec 004's observe
-// event (execution_id, tool_name, is_error, duration_ms, status
-// "completed" or "failed", call_id), plus tool_execution_id, and result or
-// error.
-func ToolResultData(call models.ToolCall, executionID string, out models.ToolOutput) map[string]any {
-	data := map[string]any{
-		"tool_name": call.Name, "tool_execution_id": executionID, "execution_id": executionID, "call_id": call.ID,
-		"is_error": out.IsError, "duration_ms": out.DurationMs, "status": ToolStatusCompleted,
-	}
-	if out.IsError {
-		data["error"], data["status"] = out.Content, ToolStatusFailed
-	} else {
-		data["result"] = out.Content
-	}
-	return data
 }
 
 // LoadSubAgent reads an enabled sub-agent definition of the default tenant
@@ -147,12 +96,12 @@ func (a *Activities) LoadTenantSubAgent(ctx context.Context, in models.LoadSubAg
 	def, err := a.Store.GetSubAgentByName(ctx, in.Tenant, name)
 	if err != nil {
 		if models.ErrorCode(err) == models.CodeSubAgentNotFound {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("sub-agent %q does not exist", name), ErrSubAgentUnavailable, nil)
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("sub-agent %q does not exist", name), models.ErrSubAgentUnavailable, nil)
 		}
 		return nil, err
 	}
 	if !def.Enabled {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("sub-agent %q is disabled", name), ErrSubAgentUnavailable, nil)
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("sub-agent %q is disabled", name), models.ErrSubAgentUnavailable, nil)
 	}
 	return def, nil
 }

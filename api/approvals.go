@@ -197,7 +197,7 @@ func (s *Server) resolveApproval(c *gin.Context, approve bool) {
 		switch {
 		case errors.As(err, &notFound):
 			s.writeError(c, models.Errorf(models.CodeExecutionFinished, "run %q is no longer running", id))
-		case errors.As(err, &appErr) && appErr.Type() == "ApprovalUnknown":
+		case errors.As(err, &appErr) && appErr.Type() == models.ErrApprovalUnknown:
 			s.writeError(c, models.FieldError("approval_id", "%s", appErr.Message()))
 		case errors.As(err, &appErr):
 			// Already resolved, or an edit the gate does not take.

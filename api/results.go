@@ -15,10 +15,10 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/op-stack/executor/activities"
 	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
+	"github.com/op-stack/executor/templating"
 )
 
 // Result formats of runs/results and GET /api/v1/executions/{id}/results.
@@ -800,7 +800,7 @@ func (s *Server) formatResults(ctx context.Context, id string, in formatInputBod
 	if isJSONAbsent(in.OutputTemplate) {
 		return nil, models.FieldError("output_template", "is required: a JSON object whose values are fixed text or {placeholders} to fill")
 	}
-	if _, err := activities.ParseTemplate(in.OutputTemplate); err != nil {
+	if _, err := templating.Parse(in.OutputTemplate); err != nil {
 		return nil, models.FieldError("output_template", "%v", err)
 	}
 	rules := in.ExtractionRules
@@ -877,11 +877,11 @@ func (s *Server) formatFailure(ctx, wctx context.Context, workflowID string, err
 	switch {
 	case errors.As(err, &appErr):
 		switch appErr.Type() {
-		case activities.ErrFormatInvalidTemplate:
+		case models.ErrFormatInvalidTemplate:
 			return models.FieldError("output_template", "%s", appErr.Message())
-		case activities.ErrFormatMismatch:
+		case models.ErrFormatMismatch:
 			return &models.Error{Code: models.CodeExecutionFailed, Message: "formatting failed: " + appErr.Message(), Err: err}
-		case activities.ErrLLMRejected, activities.ErrLLMUnavailable:
+		case models.ErrLLMRejected, models.ErrLLMUnavailable:
 			return &models.Error{Code: models.CodeExecutionFailed, Message: "formatting failed: " + appErr.Message(), Err: err}
 		}
 	case errors.As(err, &timeoutErr):

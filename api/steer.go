@@ -32,14 +32,6 @@ type redirectInput struct {
 	Message string `json:"message"`
 }
 
-// Error types of the steering updates' validators (workflows/steer.go).
-const (
-	errSteerRefused   = "SteerRefused"
-	errTeamNotRunning = "TeamNotRunning"
-	errUnknownTeam    = "UnknownTeam"
-	errUnknownAgent   = "UnknownAgent"
-)
-
 // maxGuidanceLength bounds a redirect's message (it goes into prompts).
 const maxGuidanceLength = 4000
 
@@ -127,11 +119,11 @@ func (s *Server) steer(ctx context.Context, id, name string, arg any, what strin
 		return models.Errorf(models.CodeExecutionFinished, "run %q is no longer running", id)
 	case errors.As(err, &appErr):
 		switch appErr.Type() {
-		case errTeamNotRunning:
+		case models.ErrTeamNotRunning:
 			return models.Errorf(models.CodeTeamNotRunning, "cannot %s of run %q: %s", what, id, appErr.Message())
-		case errUnknownTeam:
+		case models.ErrUnknownTeam:
 			return models.FieldError("team_name", "%s", appErr.Message())
-		case errUnknownAgent:
+		case models.ErrUnknownAgent:
 			return models.FieldError("agent_id", "%s", appErr.Message())
 		}
 		// The run has ended meanwhile, or started before steering.

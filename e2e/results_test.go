@@ -20,6 +20,7 @@ import (
 	"github.com/op-stack/executor/llm/bedrockfake"
 	"github.com/op-stack/executor/llm/llmfake"
 	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/templating"
 )
 
 // withUsage gives every response of rule i the usage usageOf(i), so the
@@ -104,7 +105,7 @@ func TestResults(t *testing.T) {
 	rules := withUsage(referenceRules(map[string][]llmfake.Response{
 		"W-SEARCHER": {{ToolCalls: []llmfake.ToolCall{toolCall("calculator", `{"expression":"6*7"}`)}}, {Content: "searcher found 42 papers"}},
 	}))
-	formatRule := llmfake.Rule{Name: "format", UserContains: activities.FormatPromptMarker, Responses: []llmfake.Response{
+	formatRule := llmfake.Rule{Name: "format", UserContains: templating.PromptMarker, Responses: []llmfake.Response{
 		{Content: "Here is your report: it covers AI in medicine."},
 		{Content: "```json\n" + string(filled) + "\n```"},
 	}}
@@ -237,7 +238,7 @@ func TestResults(t *testing.T) {
 	}
 
 	// A model that never matches the template fails after three repairs.
-	e.fake.SetRules(append([]llmfake.Rule{{Name: "format", UserContains: activities.FormatPromptMarker, Responses: contentResponses(`{"report_title": "AI医疗应用分析报告"}`)}}, rules...)...)
+	e.fake.SetRules(append([]llmfake.Rule{{Name: "format", UserContains: templating.PromptMarker, Responses: contentResponses(`{"report_title": "AI医疗应用分析报告"}`)}}, rules...)...)
 	before := len(callsByRule(e.fake.Calls(), "format"))
 	formatRequest["id"] = id
 	status, env := e.post("/runs/results/format", formatRequest)

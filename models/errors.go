@@ -76,6 +76,73 @@ func AllCodes() []Code {
 	}
 }
 
+// Failure types: the type strings of the Temporal application errors that
+// activities and workflows raise, and that retry policies, workflows and
+// the API tell apart. They are recorded in run histories, so a string never
+// changes (committed histories under workflows/testdata replay against
+// them); a new failure goes in AllFailureTypes and in the "Failure types"
+// table of docs/errors.md.
+const (
+	// ErrLLMRejected: the provider refused the request (bad key, bad
+	// request); never retried.
+	ErrLLMRejected = "LLMRequestRejected"
+	// ErrLLMUnavailable: the provider failed or throttled; retried, with
+	// the provider's Retry-After as the next delay.
+	ErrLLMUnavailable = "LLMUnavailable"
+	// ErrLLMTimeout: an LLM call timed out on every attempt.
+	ErrLLMTimeout = "LLMTimeout"
+	// ErrFormatMismatch: the model's answers never matched the output
+	// template. Not retried: the same answers would fail the same way.
+	ErrFormatMismatch = "FormatMismatch"
+	// ErrFormatInvalidTemplate: the output template is not a usable JSON
+	// object. Not retried.
+	ErrFormatInvalidTemplate = "FormatInvalidTemplate"
+	// ErrToolUnavailable: a tool failed transiently on its last attempt.
+	ErrToolUnavailable = "ToolUnavailable"
+	// ErrSubAgentUnavailable: LoadSubAgent found the sub-agent missing or
+	// disabled. Not retried.
+	ErrSubAgentUnavailable = "SubAgentUnavailable"
+	// ErrSubAgentFailed: a SubAgentWorkflow failed; its details are a
+	// SubAgentFailure.
+	ErrSubAgentFailed = "SubAgentFailed"
+	// ErrTeamFailed: a team failed, which fails the run.
+	ErrTeamFailed = "TeamFailed"
+	// ErrForkSeed: a fork's seed names a team the run's hierarchy lacks.
+	ErrForkSeed = "ForkSeed"
+	// ErrSteerRefused: a cancel_team or redirect on a run that cannot be
+	// steered (ended, started before steering, an empty message).
+	ErrSteerRefused = "SteerRefused"
+	// ErrTeamNotRunning: a cancel_team of a team whose turn is not at work.
+	ErrTeamNotRunning = "TeamNotRunning"
+	// ErrUnknownTeam: a steering request naming no team of the run.
+	ErrUnknownTeam = "UnknownTeam"
+	// ErrUnknownAgent: a redirect naming no agent of the run.
+	ErrUnknownAgent = "UnknownAgent"
+	// ErrApprovalRefused: an approve or reject the gate does not take
+	// (already resolved, or the wrong kind of edit).
+	ErrApprovalRefused = "ApprovalRefused"
+	// ErrApprovalUnknown: an approve or reject naming no gate of the run.
+	ErrApprovalUnknown = "ApprovalUnknown"
+	// ErrPauseRefused: a pause or resume of a run that cannot take it.
+	ErrPauseRefused = "PauseRefused"
+)
+
+// AllFailureTypes lists every failure type a run's activities and
+// workflows raise, in the order docs/errors.md documents them. A run that
+// fails on its own error code (EXECUTION_TIMEOUT, BUDGET_EXCEEDED) uses the
+// code's Name as the type; those two are included.
+func AllFailureTypes() []string {
+	return []string{
+		ErrLLMRejected, ErrLLMUnavailable, ErrLLMTimeout,
+		ErrFormatMismatch, ErrFormatInvalidTemplate,
+		ErrToolUnavailable, ErrSubAgentUnavailable, ErrSubAgentFailed,
+		ErrTeamFailed, ErrForkSeed,
+		ErrSteerRefused, ErrTeamNotRunning, ErrUnknownTeam, ErrUnknownAgent,
+		ErrApprovalRefused, ErrApprovalUnknown, ErrPauseRefused,
+		CodeExecutionTimeout.Name, CodeBudgetExceeded.Name,
+	}
+}
+
 // Error is an error meant for the client: its Message is safe to show, and
 // Field names the offending request field when there is one. Internal causes
 // go in Err, which is logged but never sent.

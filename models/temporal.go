@@ -771,10 +771,6 @@ type SubAgentResult struct {
 	Delegations int `json:"delegations,omitempty"`
 }
 
-// ErrSubAgentFailed is the application error type of a failed
-// SubAgentWorkflow; its details are a SubAgentFailure.
-const ErrSubAgentFailed = "SubAgentFailed"
-
 // SubAgentFailure is what a failed sub-agent reports in its failure's
 // details: what it spent before it failed (its LLM calls that finished and
 // its own sub-agents'), so its caller counts it in usage and budgets.

@@ -14,7 +14,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/op-stack/executor/activities"
 	"github.com/op-stack/executor/models"
 )
 
@@ -192,7 +191,7 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 					// The model gets the rejection as the tool's error result.
 					rejected = true
 					out = models.ToolOutput{Content: "tool call " + rejectionText(r), IsError: true}
-					t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, activities.ToolResultData(call, newExecutionID(ctx), out))
+					t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, models.ToolResultData(call, newExecutionID(ctx), out))
 				} else {
 					call.Arguments = r.Arguments
 				}
@@ -237,7 +236,7 @@ func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models
 		Summary:             fmt.Sprintf("tool %s · %s", call.Name, t.Source.AgentName),
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: t.Options.RetryInitial, BackoffCoefficient: 2, MaximumInterval: t.Options.RetryMax,
-			MaximumAttempts: activities.MaxToolAttempts,
+			MaximumAttempts: models.MaxToolAttempts,
 		},
 	})
 	start := workflow.Now(ctx)
@@ -253,7 +252,7 @@ func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models
 		// the model gets the error as the tool's result and goes on, and
 		// the stream the llm.tool_result the activity could not send.
 		out = models.ToolOutput{Content: toolFailure(call.Name, err, t.Options), IsError: true, DurationMs: workflow.Now(ctx).Sub(start).Milliseconds()}
-		t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, activities.ToolResultData(call, execID, out))
+		t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, models.ToolResultData(call, execID, out))
 		return out, models.Usage{}, nil
 	}
 	return out, models.Usage{}, err
@@ -280,7 +279,7 @@ func toolFailure(tool string, err error, o models.RunOptions) string {
 		if timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT {
 			kind, limit = "heartbeat", o.HeartbeatTimeout.String()
 		}
-		return fmt.Sprintf("tool %s timed out: no result within the %s timeout of %s, on every attempt (%d)", tool, kind, limit, activities.MaxToolAttempts)
+		return fmt.Sprintf("tool %s timed out: no result within the %s timeout of %s, on every attempt (%d)", tool, kind, limit, models.MaxToolAttempts)
 	}
 	return fmt.Sprintf("tool %s failed: %s", tool, failureMessage(err))
 }
@@ -318,10 +317,10 @@ func callerContext(raw json.RawMessage) string {
 // calling model and a system.warning on the stream.
 func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID string) (models.ToolOutput, models.Usage, error) {
 	start := workflow.Now(ctx)
-	t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolCall, activities.ToolCallData(call, execID))
+	t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolCall, models.ToolCallData(call, execID))
 	finish := func(out models.ToolOutput) models.ToolOutput {
 		out.DurationMs = workflow.Now(ctx).Sub(start).Milliseconds()
-		t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, activities.ToolResultData(call, execID, out))
+		t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, models.ToolResultData(call, execID, out))
 		return out
 	}
 	// counted says this call has been counted against the caps; a refusal
@@ -371,7 +370,7 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 	var def models.SubAgent
 	lctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrSubAgentUnavailable}},
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, MaximumAttempts: 5, NonRetryableErrorTypes: []string{models.ErrSubAgentUnavailable}},
 	})
 	// Runs started before tenants have no tenant and keep the activity
 	// their histories recorded; the input decides, so replay agrees.

@@ -215,38 +215,31 @@ func (b *approvalBook) resumedStatus() string {
 	return models.RunRunning
 }
 
-// errApprovalRefused is the error type of a refused approve or reject;
-// errApprovalUnknown of one naming no gate of the run.
-const (
-	errApprovalRefused = "ApprovalRefused"
-	errApprovalUnknown = "ApprovalUnknown"
-)
-
 // validate refuses a decision on an unknown or resolved gate, or one that
 // edits what its gate does not ask.
 func (b *approvalBook) validate(d models.ApprovalDecision, approve bool) error {
 	if b == nil {
-		return temporal.NewApplicationError("the run started before approval gates were supported", errApprovalUnknown)
+		return temporal.NewApplicationError("the run started before approval gates were supported", models.ErrApprovalUnknown)
 	}
 	if b.resolved[d.ApprovalID] || (b.open[d.ApprovalID] != nil && b.open[d.ApprovalID].decision != nil) {
-		return temporal.NewApplicationError(fmt.Sprintf("approval %q has already been resolved", d.ApprovalID), errApprovalRefused)
+		return temporal.NewApplicationError(fmt.Sprintf("approval %q has already been resolved", d.ApprovalID), models.ErrApprovalRefused)
 	}
 	g := b.open[d.ApprovalID]
 	if g == nil {
-		return temporal.NewApplicationError(fmt.Sprintf("the run has no pending approval %q", d.ApprovalID), errApprovalUnknown)
+		return temporal.NewApplicationError(fmt.Sprintf("the run has no pending approval %q", d.ApprovalID), models.ErrApprovalUnknown)
 	}
 	if !approve && (d.Instruction != nil || len(d.Arguments) > 0) {
-		return temporal.NewApplicationError("a rejection takes a comment, not an instruction or arguments", errApprovalRefused)
+		return temporal.NewApplicationError("a rejection takes a comment, not an instruction or arguments", models.ErrApprovalRefused)
 	}
 	if d.Instruction != nil && g.Kind != models.ApprovalKindAgent {
-		return temporal.NewApplicationError(fmt.Sprintf("approval %q is a tool call: edit its arguments, not an instruction", d.ApprovalID), errApprovalRefused)
+		return temporal.NewApplicationError(fmt.Sprintf("approval %q is a tool call: edit its arguments, not an instruction", d.ApprovalID), models.ErrApprovalRefused)
 	}
 	if len(d.Arguments) > 0 {
 		if g.Kind != models.ApprovalKindTool {
-			return temporal.NewApplicationError(fmt.Sprintf("approval %q is an agent's turn: edit its instruction, not arguments", d.ApprovalID), errApprovalRefused)
+			return temporal.NewApplicationError(fmt.Sprintf("approval %q is an agent's turn: edit its instruction, not arguments", d.ApprovalID), models.ErrApprovalRefused)
 		}
 		if _, err := d.ArgumentsText(); err != nil {
-			return temporal.NewApplicationError("arguments must be a JSON object (or a string holding one)", errApprovalRefused)
+			return temporal.NewApplicationError("arguments must be a JSON object (or a string holding one)", models.ErrApprovalRefused)
 		}
 	}
 	return nil

@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/op-stack/executor/activities"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/workflows"
 )
@@ -87,16 +86,16 @@ func TestToolTimeoutBeforeTheChangeFailsTheTeam(t *testing.T) {
 // TestToolEventsCarrySpec004Names: tool_call and tool_result carry spec
 // 004's execution_id, status and tool_input next to the earlier names.
 func TestToolEventsCarrySpec004Names(t *testing.T) {
-	call := activities.ToolCallData(models.ToolCall{ID: "c1", Name: "calculator", Arguments: `{"expression":"1+1"}`}, "exec_0123456789ab")
+	call := models.ToolCallData(models.ToolCall{ID: "c1", Name: "calculator", Arguments: `{"expression":"1+1"}`}, "exec_0123456789ab")
 	if call["execution_id"] != "exec_0123456789ab" || call["tool_execution_id"] != "exec_0123456789ab" || call["status"] != "running" ||
 		call["tool_input"].(map[string]any)["expression"] != "1+1" || call["arguments"] == nil || call["call_id"] != "c1" {
 		t.Errorf("tool_call data = %+v", call)
 	}
-	ok := activities.ToolResultData(models.ToolCall{ID: "c1", Name: "calculator"}, "exec_0123456789ab", models.ToolOutput{Content: "2"})
+	ok := models.ToolResultData(models.ToolCall{ID: "c1", Name: "calculator"}, "exec_0123456789ab", models.ToolOutput{Content: "2"})
 	if ok["execution_id"] != "exec_0123456789ab" || ok["status"] != "completed" || ok["result"] != "2" || ok["is_error"] != false || ok["call_id"] != "c1" {
 		t.Errorf("tool_result data = %+v", ok)
 	}
-	bad := activities.ToolResultData(models.ToolCall{ID: "c1", Name: "calculator"}, "exec_0123456789ab", models.ToolOutput{Content: "boom", IsError: true})
+	bad := models.ToolResultData(models.ToolCall{ID: "c1", Name: "calculator"}, "exec_0123456789ab", models.ToolOutput{Content: "boom", IsError: true})
 	if bad["status"] != "failed" || bad["error"] != "boom" || bad["is_error"] != true {
 		t.Errorf("failed tool_result data = %+v", bad)
 	}
@@ -110,7 +109,7 @@ func analystFails() *fakeActivities {
 	}}
 	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
 		if in.Agent.AgentID == "w-analyst" {
-			return nil, temporal.NewNonRetryableApplicationError("HTTP 400: invalid request", activities.ErrLLMRejected, nil)
+			return nil, temporal.NewNonRetryableApplicationError("HTTP 400: invalid request", models.ErrLLMRejected, nil)
 		}
 		return &models.RespondResult{Output: "output of " + in.Agent.Name, Model: "m", Usage: models.Usage{TotalTokens: 10}}, nil
 	}

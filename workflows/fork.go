@@ -45,7 +45,7 @@ func (w *runWorkflow) startFork(ctx workflow.Context) error {
 	if t := seed.Turn; t != nil {
 		team := findTeam(w.hier, t.TeamName)
 		if team == nil {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("fork: team %q is not in the run's hierarchy", t.TeamName), "ForkSeed", nil)
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("fork: team %q is not in the run's hierarchy", t.TeamName), models.ErrForkSeed, nil)
 		}
 		turn := t.Turn
 		if t.Forced {

@@ -9,7 +9,6 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/op-stack/executor/activities"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/workflows"
 )
@@ -230,7 +229,7 @@ func TestForkAfterFailedTurn(t *testing.T) {
 	h.Normalize()
 	failAnalyst := func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
 		if in.Agent.AgentID == "w-analyst" {
-			return nil, temporal.NewNonRetryableApplicationError("analyst: HTTP 401", activities.ErrLLMRejected, nil)
+			return nil, temporal.NewNonRetryableApplicationError("analyst: HTTP 401", models.ErrLLMRejected, nil)
 		}
 		return &models.RespondResult{Output: "output of " + in.Agent.Name, Model: "m", Usage: models.Usage{TotalTokens: 10}}, nil
 	}

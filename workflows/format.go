@@ -6,7 +6,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/op-stack/executor/activities"
 	"github.com/op-stack/executor/models"
 )
 
@@ -36,7 +35,7 @@ func FormatResultsWorkflow(ctx workflow.Context, in models.FormatInput) (*models
 			MaximumInterval:    o.RetryMax,
 			MaximumAttempts:    o.MaxAttempts,
 			NonRetryableErrorTypes: []string{
-				activities.ErrLLMRejected, activities.ErrFormatMismatch, activities.ErrFormatInvalidTemplate,
+				models.ErrLLMRejected, models.ErrFormatMismatch, models.ErrFormatInvalidTemplate,
 			},
 		},
 	})

@@ -84,7 +84,7 @@ func llmContext(ctx workflow.Context, o models.RunOptions, summary string, agent
 			BackoffCoefficient:     2,
 			MaximumInterval:        o.RetryMax,
 			MaximumAttempts:        o.MaxAttempts,
-			NonRetryableErrorTypes: []string{activities.ErrLLMRejected},
+			NonRetryableErrorTypes: []string{models.ErrLLMRejected},
 		},
 	})
 }
@@ -242,9 +242,5 @@ func llmError(err error, source models.Source, agent models.Agent, o models.RunO
 	}[timeout.TimeoutType()]
 	msg := fmt.Sprintf("%s %q (agent_id %s) calling model %q: no answer within the %s timeout of %s, on every attempt",
 		source.AgentType, source.AgentName, source.AgentID, o.ModelFor(agent), kind, limit)
-	return temporal.NewNonRetryableApplicationError(msg, errLLMTimeout, err)
+	return temporal.NewNonRetryableApplicationError(msg, models.ErrLLMTimeout, err)
 }
-
-// errLLMTimeout is the error type of an LLM call that timed out on every
-// attempt.
-const errLLMTimeout = "LLMTimeout"

@@ -114,10 +114,10 @@ func (g *pauseGate) listen(ctx workflow.Context) {
 func (w *runWorkflow) setupPause(ctx workflow.Context) error {
 	validate := func(workflow.Context) error {
 		if w.gate == nil {
-			return temporal.NewApplicationError("the run started before pause and resume were supported", errPauseRefused)
+			return temporal.NewApplicationError("the run started before pause and resume were supported", models.ErrPauseRefused)
 		}
 		if models.IsTerminal(w.state.Status) {
-			return temporal.NewApplicationError("the run has already "+w.state.Status, errPauseRefused)
+			return temporal.NewApplicationError("the run has already "+w.state.Status, models.ErrPauseRefused)
 		}
 		return nil
 	}
@@ -157,9 +157,6 @@ func (w *runWorkflow) setupPause(ctx workflow.Context) error {
 	})
 	return nil
 }
-
-// errPauseRefused is the error type of a refused pause or resume.
-const errPauseRefused = "PauseRefused"
 
 // setPaused pauses or resumes the run; doing it twice is doing it once. It
 // returns the run's status after.

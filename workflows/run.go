@@ -306,7 +306,7 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 	if len(s.Errors) > 0 {
 		// A team failed: the teams that did not depend on it have run, and
 		// the run fails with the work done kept in its result.
-		return nil, temporal.NewNonRetryableApplicationError(s.Errors[0].Message, "TeamFailed", nil)
+		return nil, temporal.NewNonRetryableApplicationError(s.Errors[0].Message, models.ErrTeamFailed, nil)
 	}
 
 	if err := w.gate.wait(work); err != nil {
@@ -1277,7 +1277,7 @@ func failureMessage(err error) string {
 		msg = appErr.Message()
 	}
 	var timeout *temporal.TimeoutError
-	if errors.As(err, &timeout) && (appErr == nil || appErr.Type() != errLLMTimeout) {
+	if errors.As(err, &timeout) && (appErr == nil || appErr.Type() != models.ErrLLMTimeout) {
 		msg = fmt.Sprintf("%s (timeout: %s)", msg, timeout.TimeoutType())
 	}
 	return msg

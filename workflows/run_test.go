@@ -332,7 +332,7 @@ func TestRetryThenSuccess(t *testing.T) {
 		if in.Agent.AgentID == "w-writer" {
 			calls++
 			if calls == 1 {
-				return nil, temporal.NewApplicationError("HTTP 500", activities.ErrLLMUnavailable)
+				return nil, temporal.NewApplicationError("HTTP 500", models.ErrLLMUnavailable)
 			}
 		}
 		return &models.RespondResult{Output: "ok " + in.Agent.Name}, nil
@@ -355,7 +355,7 @@ func TestNonRetryableFailureFailsTheRun(t *testing.T) {
 	f := &fakeActivities{decisions: map[string][]models.Decision{"gs": {dispatch("writing", "go")}, "ts-w": {dispatch("writer", "go")}}}
 	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
 		calls++
-		return nil, temporal.NewNonRetryableApplicationError(`worker "writer" (agent_id w-writer) calling model "m": HTTP 401: invalid key`, activities.ErrLLMRejected, nil)
+		return nil, temporal.NewNonRetryableApplicationError(`worker "writer" (agent_id w-writer) calling model "m": HTTP 401: invalid key`, models.ErrLLMRejected, nil)
 	}
 	env := newEnv(t, f)
 	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(testHierarchy()))
@@ -552,7 +552,7 @@ func TestFailedUpstreamSkipsDependents(t *testing.T) {
 	}}
 	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
 		if in.Agent.AgentID == "w-a" {
-			return nil, temporal.NewNonRetryableApplicationError("HTTP 400: bad request", activities.ErrLLMRejected, nil)
+			return nil, temporal.NewNonRetryableApplicationError("HTTP 400: bad request", models.ErrLLMRejected, nil)
 		}
 		return &models.RespondResult{Output: "ok"}, nil
 	}

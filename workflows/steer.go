@@ -37,16 +37,6 @@ type steeredTurn struct {
 	by        string
 }
 
-// errSteerRefused is the error type of a refused cancel_team or redirect
-// whose run cannot be steered; errTeamNotRunning and errUnknownAgent name
-// what the request got wrong.
-const (
-	errSteerRefused   = "SteerRefused"
-	errTeamNotRunning = "TeamNotRunning"
-	errUnknownTeam    = "UnknownTeam"
-	errUnknownAgent   = "UnknownAgent"
-)
-
 // steerTurn gives a team turn about to start its own cancellable context
 // and registers it; without steering it returns ctx as it is.
 func (w *runWorkflow) steerTurn(ctx workflow.Context, team string) (workflow.Context, *steeredTurn) {
@@ -107,10 +97,10 @@ func (w *runWorkflow) knownAgent(agentID string) bool {
 func (w *runWorkflow) setupSteer(ctx workflow.Context) error {
 	live := func() error {
 		if w.steer == nil {
-			return temporal.NewApplicationError("the run started before steering was supported", errSteerRefused)
+			return temporal.NewApplicationError("the run started before steering was supported", models.ErrSteerRefused)
 		}
 		if models.IsTerminal(w.state.Status) {
-			return temporal.NewApplicationError("the run has already "+w.state.Status, errSteerRefused)
+			return temporal.NewApplicationError("the run has already "+w.state.Status, models.ErrSteerRefused)
 		}
 		return nil
 	}
@@ -121,7 +111,7 @@ func (w *runWorkflow) setupSteer(ctx workflow.Context) error {
 			return err
 		}
 		if findTeam(w.hier, r.TeamName) == nil {
-			return temporal.NewApplicationError(fmt.Sprintf("team %q is not in the run's hierarchy", r.TeamName), errUnknownTeam)
+			return temporal.NewApplicationError(fmt.Sprintf("team %q is not in the run's hierarchy", r.TeamName), models.ErrUnknownTeam)
 		}
 		if t := w.steer.turns[r.TeamName]; t == nil || t.cancelled {
 			status := w.teamStatus(r.TeamName)
@@ -130,7 +120,7 @@ func (w *runWorkflow) setupSteer(ctx workflow.Context) error {
 			} else if status == "" {
 				status = "not started"
 			}
-			return temporal.NewApplicationError(fmt.Sprintf("team %q is not running (%s)", r.TeamName, status), errTeamNotRunning)
+			return temporal.NewApplicationError(fmt.Sprintf("team %q is not running (%s)", r.TeamName, status), models.ErrTeamNotRunning)
 		}
 		return nil
 	}}); err != nil {
@@ -143,10 +133,10 @@ func (w *runWorkflow) setupSteer(ctx workflow.Context) error {
 			return err
 		}
 		if !w.knownAgent(r.AgentID) {
-			return temporal.NewApplicationError(fmt.Sprintf("agent_id %q is not an agent of the run's hierarchy", r.AgentID), errUnknownAgent)
+			return temporal.NewApplicationError(fmt.Sprintf("agent_id %q is not an agent of the run's hierarchy", r.AgentID), models.ErrUnknownAgent)
 		}
 		if strings.TrimSpace(r.Message) == "" {
-			return temporal.NewApplicationError("the message is empty", errSteerRefused)
+			return temporal.NewApplicationError("the message is empty", models.ErrSteerRefused)
 		}
 		return nil
 	}})

@@ -20,13 +20,12 @@ package bedrockfake
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/op-stack/executor/llm/internal/fakeserver"
 )
 
 // DefaultContent is the fake's answer when no rule matches and no default
@@ -272,8 +271,7 @@ type Options struct {
 // Server is a running fake on 127.0.0.1. It is safe for concurrent use.
 type Server struct {
 	fake *fake
-	http *httptest.Server
-	once sync.Once
+	srv  *fakeserver.Server
 }
 
 // New starts a fake answering by rules and, when t is not nil, closes it
@@ -289,16 +287,12 @@ func New(t testing.TB, rules ...Rule) *Server {
 // NewServer starts a fake; the caller must Close it.
 func NewServer(opts Options) *Server {
 	f := newFake(opts)
-	// httptest listens on a loopback port, never beyond the machine.
-	if opts.TLS {
-		return &Server{fake: f, http: httptest.NewTLSServer(f)}
-	}
-	return &Server{fake: f, http: httptest.NewServer(f)}
+	return &Server{fake: f, srv: fakeserver.Start(f, f.Closing, opts.TLS)}
 }
 
 // HTTPClient is a client for the fake; with TLS it trusts the fake's
 // certificate.
-func (s *Server) HTTPClient() *http.Client { return s.http.Client() }
+func (s *Server) HTTPClient() *http.Client { return s.srv.HTTP.Client() }
 
 // ListenAndServe runs a fake on addr (use a loopback address such as
 // "127.0.0.1:8090") until it fails, for tests that drive a separate
@@ -306,42 +300,27 @@ func (s *Server) HTTPClient() *http.Client { return s.http.Client() }
 // endpoint it serves GET /fake/calls, PUT /fake/rules (a JSON []Rule) and
 // POST /fake/reset.
 func ListenAndServe(addr string, rules []Rule) error {
-	srv := &http.Server{Addr: addr, Handler: newFake(Options{Rules: rules}), ReadHeaderTimeout: 10 * time.Second}
-	err := srv.ListenAndServe()
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
+	return fakeserver.ListenAndServe(addr, newFake(Options{Rules: rules}))
 }
 
 // URL is the endpoint to give the SDK as its base endpoint
 // (BedrockConfig.Endpoint, AWS_BEDROCK_ENDPOINT): http://127.0.0.1:PORT,
 // or https:// with TLS.
-func (s *Server) URL() string { return s.http.URL }
+func (s *Server) URL() string { return s.srv.HTTP.URL }
 
 // Close stops the fake, first releasing handlers that hang or sleep.
-func (s *Server) Close() {
-	s.once.Do(func() {
-		close(s.fake.closing)
-		s.http.CloseClientConnections()
-		s.http.Close()
-	})
-}
+func (s *Server) Close() { s.srv.Close() }
 
 // SetRules replaces the script and restarts every rule's response
 // sequence. Calls are kept.
-func (s *Server) SetRules(rules ...Rule) { s.fake.setRules(rules) }
+func (s *Server) SetRules(rules ...Rule) { s.fake.SetRules(rules) }
 
 // SetDefault replaces the answer to requests that no rule matches.
-func (s *Server) SetDefault(r Response) {
-	s.fake.mu.Lock()
-	defer s.fake.mu.Unlock()
-	s.fake.def = r
-}
+func (s *Server) SetDefault(r Response) { s.fake.SetDefault(r) }
 
 // Calls returns a copy of every request received so far, in arrival order.
-func (s *Server) Calls() []Call { return s.fake.calls() }
+func (s *Server) Calls() []Call { return s.fake.Calls() }
 
 // Reset forgets the recorded calls and restarts every rule's response
 // sequence.
-func (s *Server) Reset() { s.fake.reset() }
+func (s *Server) Reset() { s.fake.Reset() }

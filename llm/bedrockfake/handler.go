@@ -2,74 +2,46 @@ package bedrockfake
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+
+	"github.com/op-stack/executor/llm/internal/fakeserver"
 )
 
-// fake is the HTTP handler behind Server and ListenAndServe.
+// fake is the HTTP handler behind Server and ListenAndServe, around the
+// shared script (rules, default answer, recorded calls).
 type fake struct {
-	closing chan struct{} // closed by Server.Close to release waiting handlers
+	*fakeserver.Script[Rule, Response, Call]
+}
 
-	mu       sync.Mutex
-	rules    []Rule
-	next     []int // per rule: index of the next response to use
-	def      Response
-	recorded []Call
+// hooks tell the shared script about this fake's rules and calls.
+var hooks = fakeserver.Hooks[Rule, Response, Call]{
+	Match:     func(rule *Rule, c *Call) bool { return rule.matches(c) },
+	Responses: func(rule *Rule) (string, []Response) { return rule.Name, rule.Responses },
+	Number: func(c *Call, index, rule int, name string) {
+		c.Index, c.Rule, c.RuleName = index, rule, name
+	},
+	Copy: func(c Call) Call {
+		c.Messages = append([]Message(nil), c.Messages...)
+		c.System = append([]SystemBlock(nil), c.System...)
+		return c
+	},
 }
 
 func newFake(opts Options) *fake {
-	f := &fake{closing: make(chan struct{})}
+	def := Response{Content: DefaultContent}
 	if opts.Default != nil {
-		f.def = *opts.Default
-	} else {
-		f.def = Response{Content: DefaultContent}
+		def = *opts.Default
 	}
-	f.setRules(opts.Rules)
-	return f
-}
-
-func (f *fake) setRules(rules []Rule) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.rules = append([]Rule(nil), rules...)
-	f.next = make([]int, len(rules))
-}
-
-func (f *fake) reset() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.recorded = nil
-	f.next = make([]int, len(f.rules))
-}
-
-func (f *fake) calls() []Call {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]Call, len(f.recorded))
-	for i, c := range f.recorded {
-		c.Messages = append([]Message(nil), c.Messages...)
-		c.System = append([]SystemBlock(nil), c.System...)
-		out[i] = c
-	}
-	return out
-}
-
-func (f *fake) update(i int, fn func(c *Call)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if i < len(f.recorded) { // Reset may have dropped it
-		fn(&f.recorded[i])
-	}
+	return &fake{Script: fakeserver.NewScript(hooks, opts.Rules, def)}
 }
 
 const (
@@ -92,22 +64,12 @@ func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.converseStream(w, r, id)
-	case escaped == "/fake/calls" && r.Method == http.MethodGet:
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(f.calls())
-	case escaped == "/fake/rules" && (r.Method == http.MethodPut || r.Method == http.MethodPost):
-		var rules []Rule
-		if err := json.NewDecoder(r.Body).Decode(&rules); err != nil {
-			writeAWSError(w, http.StatusBadRequest, "ValidationException", "rules: "+err.Error())
-			return
-		}
-		f.setRules(rules)
-		w.WriteHeader(http.StatusNoContent)
-	case escaped == "/fake/reset" && r.Method == http.MethodPost:
-		f.reset()
-		w.WriteHeader(http.StatusNoContent)
 	default:
-		writeAWSError(w, http.StatusNotFound, "UnknownOperationException", "the fake serves POST /model/{modelId}/converse-stream only")
+		if !f.ServeControl(w, r, escaped, func(w http.ResponseWriter, err error) {
+			writeAWSError(w, http.StatusBadRequest, "ValidationException", "rules: "+err.Error())
+		}) {
+			writeAWSError(w, http.StatusNotFound, "UnknownOperationException", "the fake serves POST /model/{modelId}/converse-stream only")
+		}
 	}
 }
 
@@ -178,30 +140,6 @@ func (rule *Rule) matches(c *Call) bool {
 	return true
 }
 
-// record picks the answer for a call and stores the call under one lock,
-// so concurrent requests consume a rule's responses in arrival order.
-func (f *fake) record(c Call) (int, Response) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c.Index = len(f.recorded)
-	c.Rule = -1
-	resp := f.def
-	for i := range f.rules {
-		rule := &f.rules[i]
-		if !rule.matches(&c) {
-			continue
-		}
-		c.Rule, c.RuleName = i, rule.Name
-		if n := len(rule.Responses); n > 0 {
-			resp = rule.Responses[min(f.next[i], n-1)]
-			f.next[i]++
-		}
-		break
-	}
-	f.recorded = append(f.recorded, c)
-	return c.Index, resp
-}
-
 func (f *fake) converseStream(w http.ResponseWriter, r *http.Request, modelID string) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -223,10 +161,10 @@ func (f *fake) converseStream(w http.ResponseWriter, r *http.Request, modelID st
 		ReceivedAt:      time.Now(),
 	}
 	parseAuth(&c, r.Header.Get("Authorization"))
-	idx, resp := f.record(c)
+	idx, resp := f.Record(c)
 	status := 0
 	defer func() {
-		f.update(idx, func(c *Call) {
+		f.Update(idx, func(c *Call) {
 			c.FinishedAt = time.Now()
 			c.Status = status
 			if r.Context().Err() != nil && !c.Dropped {
@@ -237,8 +175,8 @@ func (f *fake) converseStream(w http.ResponseWriter, r *http.Request, modelID st
 
 	ctx := r.Context()
 	if resp.Hang {
-		f.wait(ctx, -1)
-		f.abort(w)
+		f.Wait(ctx, -1)
+		fakeserver.Abort(w)
 		return
 	}
 	w.Header().Set("X-Amzn-Requestid", fmt.Sprintf("fake-request-%d", idx))
@@ -256,7 +194,7 @@ func (f *fake) converseStream(w http.ResponseWriter, r *http.Request, modelID st
 	rc := http.NewResponseController(w)
 	enc := eventstream.NewEncoder()
 	for i, ev := range events {
-		if i > 0 && resp.TokenDelay > 0 && !f.wait(ctx, resp.TokenDelay) {
+		if i > 0 && resp.TokenDelay > 0 && !f.Wait(ctx, resp.TokenDelay) {
 			return
 		}
 		if resp.StreamException != "" && i == resp.ExceptionAfterEvents {
@@ -272,18 +210,18 @@ func (f *fake) converseStream(w http.ResponseWriter, r *http.Request, modelID st
 		if err := rc.Flush(); err != nil {
 			return
 		}
-		f.update(idx, func(c *Call) { c.Events++ })
+		f.Update(idx, func(c *Call) { c.Events++ })
 		if resp.StreamException != "" && i == resp.ExceptionAfterEvents {
 			return // an exception ends the stream
 		}
 		if resp.DropAfterEvents > 0 && i+1 >= resp.DropAfterEvents {
-			f.update(idx, func(c *Call) { c.Dropped = true })
-			f.abort(w)
+			f.Update(idx, func(c *Call) { c.Dropped = true })
+			fakeserver.Abort(w)
 			return
 		}
 		if resp.HangAfterEvents > 0 && i+1 >= resp.HangAfterEvents {
-			f.wait(ctx, -1)
-			f.abort(w)
+			f.Wait(ctx, -1)
+			fakeserver.Abort(w)
 			return
 		}
 	}
@@ -449,33 +387,6 @@ func split(s string, n int) []string {
 		s = s[cut:]
 	}
 	return out
-}
-
-// wait sleeps for d (forever when d < 0) unless the request or the fake
-// ends first; it reports whether the whole time passed.
-func (f *fake) wait(ctx context.Context, d time.Duration) bool {
-	var timeout <-chan time.Time
-	if d >= 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		timeout = t.C
-	}
-	select {
-	case <-timeout:
-		return true
-	case <-ctx.Done():
-	case <-f.closing:
-	}
-	return false
-}
-
-// abort closes the connection without finishing the response.
-func (f *fake) abort(w http.ResponseWriter) {
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		panic(http.ErrAbortHandler) // HTTP/2: aborting resets the stream
-	}
-	_ = conn.Close()
 }
 
 func errorDefaults(resp Response) (typ, msg string) {

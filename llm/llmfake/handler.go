@@ -1,7 +1,6 @@
 package llmfake
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,90 +8,67 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/op-stack/executor/llm/internal/fakeserver"
 )
 
-// fake is the HTTP handler behind Server and ListenAndServe.
+// fake is the HTTP handler behind Server and ListenAndServe: the shared
+// script (rules, default answer, recorded calls) and the chunk hook.
 type fake struct {
-	closing chan struct{} // closed by Server.Close to release waiting handlers
+	*fakeserver.Script[Rule, Response, Call]
 
-	mu       sync.Mutex
-	rules    []Rule
-	next     []int // per rule: index of the next response to use
-	def      Response
-	onChunk  func(callIndex, chunkIndex int, at time.Time)
-	recorded []Call
+	hookMu  sync.Mutex
+	onChunk func(callIndex, chunkIndex int, at time.Time)
 }
 
-func newFake(opts Options) *fake {
-	f := &fake{closing: make(chan struct{}), onChunk: opts.OnChunkWritten}
-	if opts.Default != nil {
-		f.def = *opts.Default
-	} else {
-		f.def = Response{Content: DefaultContent}
-	}
-	f.setRules(opts.Rules)
-	return f
-}
-
-func (f *fake) setRules(rules []Rule) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.rules = append([]Rule(nil), rules...)
-	f.next = make([]int, len(rules))
-}
-
-func (f *fake) reset() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.recorded = nil
-	f.next = make([]int, len(f.rules))
-}
-
-func (f *fake) calls() []Call {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]Call, len(f.recorded))
-	for i, c := range f.recorded {
+// hooks tell the shared script about this fake's rules and calls.
+var hooks = fakeserver.Hooks[Rule, Response, Call]{
+	Match:     func(rule *Rule, c *Call) bool { return rule.matches(c) },
+	Responses: func(rule *Rule) (string, []Response) { return rule.Name, rule.Responses },
+	Number: func(c *Call, index, rule int, name string) {
+		c.Index, c.Rule, c.RuleName = index, rule, name
+	},
+	Copy: func(c Call) Call {
 		c.Messages = append([]Message(nil), c.Messages...)
 		c.Tools = append([]Tool(nil), c.Tools...)
 		c.ChunkTimes = append([]time.Time(nil), c.ChunkTimes...)
-		out[i] = c
-	}
-	return out
+		return c
+	},
 }
 
-// update changes the recorded call under the lock.
-func (f *fake) update(i int, fn func(c *Call)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if i < len(f.recorded) { // Reset may have dropped it
-		fn(&f.recorded[i])
+func newFake(opts Options) *fake {
+	def := Response{Content: DefaultContent}
+	if opts.Default != nil {
+		def = *opts.Default
 	}
+	return &fake{Script: fakeserver.NewScript(hooks, opts.Rules, def), onChunk: opts.OnChunkWritten}
+}
+
+func (f *fake) setOnChunk(fn func(callIndex, chunkIndex int, at time.Time)) {
+	f.hookMu.Lock()
+	defer f.hookMu.Unlock()
+	f.onChunk = fn
+}
+
+func (f *fake) chunkHook() func(callIndex, chunkIndex int, at time.Time) {
+	f.hookMu.Lock()
+	defer f.hookMu.Unlock()
+	return f.onChunk
 }
 
 func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch path := strings.TrimSuffix(r.URL.Path, "/"); {
-	case path == "/v1/chat/completions" || path == "/chat/completions":
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	if path == "/v1/chat/completions" || path == "/chat/completions" {
 		if r.Method != http.MethodPost {
 			writeError(w, http.StatusMethodNotAllowed, "use POST", "invalid_request_error", "")
 			return
 		}
 		f.chat(w, r)
-	case path == "/fake/calls" && r.Method == http.MethodGet:
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(f.calls())
-	case path == "/fake/rules" && (r.Method == http.MethodPut || r.Method == http.MethodPost):
-		var rules []Rule
-		if err := json.NewDecoder(r.Body).Decode(&rules); err != nil {
-			writeError(w, http.StatusBadRequest, "rules: "+err.Error(), "invalid_request_error", "")
-			return
-		}
-		f.setRules(rules)
-		w.WriteHeader(http.StatusNoContent)
-	case path == "/fake/reset" && r.Method == http.MethodPost:
-		f.reset()
-		w.WriteHeader(http.StatusNoContent)
-	default:
+		return
+	}
+	if !f.ServeControl(w, r, path, func(w http.ResponseWriter, err error) {
+		writeError(w, http.StatusBadRequest, "rules: "+err.Error(), "invalid_request_error", "")
+	}) {
 		writeError(w, http.StatusNotFound, "the fake serves POST /v1/chat/completions only", "invalid_request_error", "unknown_url")
 	}
 }
@@ -240,30 +216,6 @@ func (rule *Rule) matches(c *Call) bool {
 	return true
 }
 
-// record picks the answer for a call and stores the call, under one lock
-// so that concurrent requests consume a rule's responses in arrival order.
-func (f *fake) record(c Call) (int, Response, func(int, int, time.Time)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c.Index = len(f.recorded)
-	c.Rule = -1
-	resp := f.def
-	for i := range f.rules {
-		rule := &f.rules[i]
-		if !rule.matches(&c) {
-			continue
-		}
-		c.Rule, c.RuleName = i, rule.Name
-		if n := len(rule.Responses); n > 0 {
-			resp = rule.Responses[min(f.next[i], n-1)]
-			f.next[i]++
-		}
-		break
-	}
-	f.recorded = append(f.recorded, c)
-	return c.Index, resp, f.onChunk
-}
-
 func (f *fake) chat(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -274,10 +226,11 @@ func (f *fake) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "the fake could not parse the request body: "+err.Error(), "invalid_request_error", "")
 		return
 	}
-	idx, resp, onChunk := f.record(callFromRequest(r.URL.Path, body, &wr, r))
+	idx, resp := f.Record(callFromRequest(r.URL.Path, body, &wr, r))
+	onChunk := f.chunkHook()
 	status := 0
 	defer func() {
-		f.update(idx, func(c *Call) {
+		f.Update(idx, func(c *Call) {
 			c.FinishedAt = time.Now()
 			c.Status = status
 			if r.Context().Err() != nil && !c.Dropped {
@@ -288,8 +241,8 @@ func (f *fake) chat(w http.ResponseWriter, r *http.Request) {
 
 	ctx := r.Context()
 	if resp.Hang {
-		f.wait(ctx, -1)
-		f.abort(w) // never an answer, not even an empty one
+		f.Wait(ctx, -1)
+		fakeserver.Abort(w) // never an answer, not even an empty one
 		return
 	}
 	if resp.CloseWithoutAnswer {
@@ -308,10 +261,10 @@ func (f *fake) chat(w http.ResponseWriter, r *http.Request) {
 
 	chunks := buildChunks(idx, &wr, &resp)
 	if !wr.Stream {
-		if resp.FirstTokenDelay > 0 && !f.wait(ctx, resp.FirstTokenDelay) {
+		if resp.FirstTokenDelay > 0 && !f.Wait(ctx, resp.FirstTokenDelay) {
 			return
 		}
-		if resp.TokenDelay > 0 && !f.wait(ctx, resp.TokenDelay) {
+		if resp.TokenDelay > 0 && !f.Wait(ctx, resp.TokenDelay) {
 			return
 		}
 		if resp.DropAfterChunks > 0 {
@@ -332,12 +285,12 @@ func (f *fake) chat(w http.ResponseWriter, r *http.Request) {
 	if resp.FirstTokenDelay > 0 {
 		// Headers now, the first chunk later, as a provider that accepted
 		// the request and is still computing its first token.
-		if err := rc.Flush(); err != nil || !f.wait(ctx, resp.FirstTokenDelay) {
+		if err := rc.Flush(); err != nil || !f.Wait(ctx, resp.FirstTokenDelay) {
 			return
 		}
 	}
 	for i, chunk := range chunks {
-		if i > 0 && resp.TokenDelay > 0 && !f.wait(ctx, resp.TokenDelay) {
+		if i > 0 && resp.TokenDelay > 0 && !f.Wait(ctx, resp.TokenDelay) {
 			return
 		}
 		if _, err := fmt.Fprintf(w, "data: %s\n\n", chunk); err != nil {
@@ -347,7 +300,7 @@ func (f *fake) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		at := time.Now()
-		f.update(idx, func(c *Call) {
+		f.Update(idx, func(c *Call) {
 			if c.FirstChunkAt.IsZero() {
 				c.FirstChunkAt = at
 			}
@@ -361,8 +314,8 @@ func (f *fake) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if resp.HangAfterChunks > 0 && i+1 >= resp.HangAfterChunks {
-			f.wait(ctx, -1)
-			f.abort(w)
+			f.Wait(ctx, -1)
+			fakeserver.Abort(w)
 			return
 		}
 	}
@@ -370,39 +323,12 @@ func (f *fake) chat(w http.ResponseWriter, r *http.Request) {
 	_ = rc.Flush()
 }
 
-// wait sleeps for d (forever when d < 0) unless the request or the fake
-// ends first; it reports whether the whole time passed.
-func (f *fake) wait(ctx context.Context, d time.Duration) bool {
-	var timeout <-chan time.Time
-	if d >= 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		timeout = t.C
-	}
-	select {
-	case <-timeout:
-		return true
-	case <-ctx.Done():
-	case <-f.closing:
-	}
-	return false
-}
-
 // drop closes the connection under the response. Whatever was flushed
 // stays sent; the chunked body is never terminated, so the client's read
 // fails with io.ErrUnexpectedEOF rather than a clean end.
 func (f *fake) drop(w http.ResponseWriter, idx int) {
-	f.update(idx, func(c *Call) { c.Dropped = true })
-	f.abort(w)
-}
-
-// abort closes the connection without finishing the response.
-func (f *fake) abort(w http.ResponseWriter) {
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		panic(http.ErrAbortHandler) // HTTP/2: aborting resets the stream
-	}
-	_ = conn.Close()
+	f.Update(idx, func(c *Call) { c.Dropped = true })
+	fakeserver.Abort(w)
 }
 
 func errorDefaults(resp Response) (msg, typ, code string) {
