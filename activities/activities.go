@@ -54,6 +54,9 @@ type Activities struct {
 	// updatesOff is set once the Temporal server has refused an event
 	// update as unsupported: batches then go by signal only.
 	updatesOff atomic.Bool
+	// slowUpdatesUntil (unix nanoseconds) holds batches to signals after
+	// an update was slow (see slowUpdate).
+	slowUpdatesUntil atomic.Int64
 	// Prices turns a call's usage into its cost (LLM_PRICES_FILE over the
 	// built-in list prices); nil uses pricing.Defaults.
 	Prices pricing.Table

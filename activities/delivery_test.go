@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ type fakeRunLog struct {
 	mu        sync.Mutex
 	log       models.EventLog
 	updateErr error // every update fails with it
+	delay     time.Duration
 	updates   int
 	signals   int
 	pushed    []models.Event
@@ -28,6 +30,7 @@ type fakeRunLog struct {
 }
 
 func (f *fakeRunLog) DeliverEvents(_ context.Context, _ string, b models.EventBatch) (models.EventDelivery, error) {
+	time.Sleep(f.delay)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.updates++
@@ -131,5 +134,41 @@ func TestPublisherSignalsWhenUpdatesFail(t *testing.T) {
 				t.Fatalf("updates off = %v, want %v", acts.updatesOff.Load(), tc.stopped)
 			}
 		})
+	}
+}
+
+// TestPublisherSignalsWhileUpdatesAreSlow: an update slower than
+// slowUpdate sends the process's batches by signal for slowUpdateBackoff;
+// nothing is lost or repeated.
+func TestPublisherSignalsWhileUpdatesAreSlow(t *testing.T) {
+	run := &fakeRunLog{delay: slowUpdate + 50*time.Millisecond}
+	acts := &Activities{
+		LLM:    slowLLM{n: 30, delay: 10 * time.Millisecond, text: "tok "},
+		Events: run, Notifier: run, FlushInterval: 20 * time.Millisecond,
+		Log: slog.New(slog.DiscardHandler),
+	}
+	res, err := acts.Respond(context.Background(), respondInput("r1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	if run.updates != 1 || run.signals == 0 {
+		t.Fatalf("updates %d, signals %d; want one slow update, then signals", run.updates, run.signals)
+	}
+	if until := acts.slowUpdatesUntil.Load(); time.Until(time.Unix(0, until)) < slowUpdateBackoff/2 {
+		t.Fatalf("updates held back until %v; want about %v from now", time.Unix(0, until), slowUpdateBackoff)
+	}
+	if res.Events != nil {
+		run.log.ApplyBatch(*res.Events)
+	}
+	var text string
+	for _, e := range run.log.Events {
+		if e.Event.Action == models.ActionStream {
+			text += e.Data["content"].(string)
+		}
+	}
+	if want := strings.Repeat("tok ", 30); text != want {
+		t.Fatalf("the log's text = %q, want %q", text, want)
 	}
 }
