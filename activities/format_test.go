@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
+	"github.com/op-stack/executor/templating/templatingtest"
 	"strings"
 	"testing"
 
@@ -14,39 +14,6 @@ import (
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/templating"
 )
-
-// specTemplate is spec 001 §4's output_template, verbatim.
-const specTemplate = `{
-    "report_title": "AI医疗应用分析报告",
-    "executive_summary": "{从所有团队结果中提取执行摘要}",
-    "research_findings": {
-      "key_technologies": "{从研究团队结果中提取关键技术}",
-      "market_trends": "{从分析结果中提取市场趋势}",
-      "challenges": "{从分析结果中提取挑战}"
-    },
-    "recommendations": "{从写作团队结果中提取建议}",
-    "appendix": {
-      "data_sources": "{列出所有数据来源}",
-      "methodology": "{描述研究方法}"
-    }
-  }`
-
-// specAnswer is the filled template of spec 001's example response (its
-// data), lists and all.
-func specAnswer(t *testing.T) string {
-	t.Helper()
-	raw, err := os.ReadFile("../api/testdata/spec001_format_response.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var resp struct {
-		Data json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(raw, &resp); err != nil {
-		t.Fatal(err)
-	}
-	return string(resp.Data)
-}
 
 // fakeFormatLLM is an in-process llm.Client (a fake, not a model) that
 // answers formatting requests from a script and records them.
@@ -78,7 +45,7 @@ func formatInput() models.FormatInput {
 			{AgentID: "agent_analyze_001", Name: "趋势分析师", Output: "trends: imaging grows"},
 		}}},
 		Supervisor:      models.Agent{AgentID: "gs-1", Name: "top", Model: "gpt-4o", Provider: "openai"},
-		Template:        json.RawMessage(specTemplate),
+		Template:        json.RawMessage(templatingtest.SpecTemplate),
 		ExtractionRules: json.RawMessage(`{"executive_summary": "不超过200字"}`),
 		Options:         models.RunOptions{DefaultModel: "default-model", ContextCharLimit: 1000},
 	}
@@ -88,8 +55,8 @@ func formatInput() models.FormatInput {
 // valid one; the problems go back to the model and the result is the
 // valid answer in template order.
 func TestFormatResultsRepairs(t *testing.T) {
-	wrongShape := strings.Replace(specAnswer(t), `"report_title": "AI医疗应用分析报告"`, `"report_title": "Another title"`, 1)
-	fake := &fakeFormatLLM{answers: []string{"Sure! Here is the report: not json", wrongShape, "```json\n" + specAnswer(t) + "\n```"}}
+	wrongShape := strings.Replace(templatingtest.SpecAnswer(t), `"report_title": "AI医疗应用分析报告"`, `"report_title": "Another title"`, 1)
+	fake := &fakeFormatLLM{answers: []string{"Sure! Here is the report: not json", wrongShape, "```json\n" + templatingtest.SpecAnswer(t) + "\n```"}}
 	acts := &Activities{LLM: fake}
 	res, err := acts.FormatResults(context.Background(), formatInput())
 	if err != nil {
@@ -151,7 +118,7 @@ func TestFormatResultsGivesUp(t *testing.T) {
 func TestFormatResultsDefaultsAndFailures(t *testing.T) {
 	in := formatInput()
 	in.Supervisor = models.Agent{}
-	fake := &fakeFormatLLM{answers: []string{specAnswer(t)}}
+	fake := &fakeFormatLLM{answers: []string{templatingtest.SpecAnswer(t)}}
 	res, err := (&Activities{LLM: fake}).FormatResults(context.Background(), in)
 	if err != nil || res.Model != "default-model" || fake.requests[0].Model != "default-model" {
 		t.Fatalf("default model: %+v, %v", res, err)

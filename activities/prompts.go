@@ -45,7 +45,7 @@ func decisionMessages(in models.DecideInput, limit int) []llm.Message {
 	}
 	fmt.Fprintf(&b, "\nAvailable %ss:\n", kind)
 	for _, o := range in.Options {
-		fmt.Fprintf(&b, "- %s: %s\n", o.Name, truncate(o.Description, 200))
+		fmt.Fprintf(&b, "- %s: %s\n", o.Name, templating.Truncate(o.Description, 200))
 	}
 	if len(in.Completed) > 0 {
 		fmt.Fprintf(&b, "\nAlready done: %s\n", strings.Join(in.Completed, ", "))
@@ -166,7 +166,7 @@ func parseDecision(content string, in models.DecideInput) (models.Decision, erro
 		return validateDecision(models.Decision{Action: models.DecisionFinish, Reason: text}, in)
 	}
 	if name := findOptionIn(text, in.Options); name != "" {
-		return validateDecision(models.Decision{Action: models.DecisionDispatch, Target: name, Reason: truncate(text, 500)}, in)
+		return validateDecision(models.Decision{Action: models.DecisionDispatch, Target: name, Reason: templating.Truncate(text, 500)}, in)
 	}
 	return models.Decision{}, fmt.Errorf("the answer is neither JSON nor names one of the %ss", optionKind(in))
 }
@@ -244,7 +244,7 @@ func respondMessages(in models.RespondInput, limit int) []llm.Message {
 		fmt.Fprintf(&b, "\nYour instruction: %s\n", in.Instruction)
 	}
 	if in.CallerContext != "" {
-		fmt.Fprintf(&b, "\nContext from your caller (JSON):\n%s\n", truncate(in.CallerContext, limit))
+		fmt.Fprintf(&b, "\nContext from your caller (JSON):\n%s\n", templating.Truncate(in.CallerContext, limit))
 	}
 	if in.Agent.UserPrompt != "" && in.Purpose != models.PurposeFinalAnswer {
 		fmt.Fprintf(&b, "\n%s\n", in.Agent.UserPrompt)
@@ -272,7 +272,7 @@ func writeContext(b *strings.Builder, items []models.ContextItem, limit int) {
 	}
 	b.WriteString("\nOutputs so far:\n")
 	for _, c := range items {
-		fmt.Fprintf(b, "\n### %s\n%s\n", c.From, truncate(c.Content, limit))
+		fmt.Fprintf(b, "\n### %s\n%s\n", c.From, templating.Truncate(c.Content, limit))
 	}
 }
 
@@ -330,16 +330,4 @@ func firstNonBlank(values ...string) string {
 		}
 	}
 	return ""
-}
-
-// truncate cuts s to at most n runes, marking the cut.
-func truncate(s string, n int) string {
-	if n <= 0 {
-		return s
-	}
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + " …[truncated]"
 }

@@ -34,7 +34,7 @@ func Prompt(in models.FormatInput, limit int) string {
 		fmt.Fprintf(&b, "Run status: %s\n", in.Status)
 	}
 	if in.FinalAnswer != "" {
-		fmt.Fprintf(&b, "\n# Final answer\n%s\n", truncate(in.FinalAnswer, limit))
+		fmt.Fprintf(&b, "\n# Final answer\n%s\n", Truncate(in.FinalAnswer, limit))
 	}
 	outputs := 0
 	for _, t := range in.Teams {
@@ -54,17 +54,17 @@ func Prompt(in models.FormatInput, limit int) string {
 		}
 		fmt.Fprintf(&b, "\n## Team %q (%s)\n", t.TeamName, status)
 		if t.Instruction != "" {
-			fmt.Fprintf(&b, "Instruction: %s\n", truncate(t.Instruction, 500))
+			fmt.Fprintf(&b, "Instruction: %s\n", Truncate(t.Instruction, 500))
 		}
 		if t.Error != "" {
-			fmt.Fprintf(&b, "Error: %s\n", truncate(t.Error, 500))
+			fmt.Fprintf(&b, "Error: %s\n", Truncate(t.Error, 500))
 		}
 		for _, w := range t.Workers {
 			fmt.Fprintf(&b, "\n### %s (agent_id %s)\n", w.Name, w.AgentID)
 			if w.Instruction != "" {
-				fmt.Fprintf(&b, "Instruction: %s\n", truncate(w.Instruction, 500))
+				fmt.Fprintf(&b, "Instruction: %s\n", Truncate(w.Instruction, 500))
 			}
-			fmt.Fprintf(&b, "Output:\n%s\n", truncate(w.Output, perOutput))
+			fmt.Fprintf(&b, "Output:\n%s\n", Truncate(w.Output, perOutput))
 		}
 	}
 	fmt.Fprintf(&b, "\n# Output template\n```json\n%s\n```\n", indentJSON(in.Template))
@@ -102,8 +102,8 @@ func indentJSON(raw []byte) string {
 	return out.String()
 }
 
-// truncate cuts s to n runes, saying so; n <= 0 keeps it whole.
-func truncate(s string, n int) string {
+// Truncate cuts s to n runes, saying so; n <= 0 keeps it whole.
+func Truncate(s string, n int) string {
 	if n <= 0 {
 		return s
 	}

@@ -257,7 +257,7 @@ func checkNode(n *tmplNode, v any, path string, inArray bool, problems *[]string
 		case !ok:
 			*problems = append(*problems, fmt.Sprintf("%s: must be the string %q, got %s", at, n.str, describe(v)))
 		case !inArray && s != n.str:
-			*problems = append(*problems, fmt.Sprintf("%s: must be exactly %q (fixed text of the template), got %q", at, n.str, truncate(s, 200)))
+			*problems = append(*problems, fmt.Sprintf("%s: must be exactly %q (fixed text of the template), got %q", at, n.str, Truncate(s, 200)))
 		}
 	case kindNumber:
 		if _, ok := v.(json.Number); !ok {
@@ -279,7 +279,7 @@ func describe(v any) string {
 	case []any:
 		return kindArray
 	case string:
-		return fmt.Sprintf("the string %q", truncate(x, 80))
+		return fmt.Sprintf("the string %q", Truncate(x, 80))
 	case json.Number:
 		return "the number " + x.String()
 	case bool:

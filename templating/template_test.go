@@ -2,43 +2,10 @@ package templating
 
 import (
 	"encoding/json"
-	"os"
+	"github.com/op-stack/executor/templating/templatingtest"
 	"strings"
 	"testing"
 )
-
-// specTemplate is spec 001 §4's output_template, verbatim.
-const specTemplate = `{
-    "report_title": "AI医疗应用分析报告",
-    "executive_summary": "{从所有团队结果中提取执行摘要}",
-    "research_findings": {
-      "key_technologies": "{从研究团队结果中提取关键技术}",
-      "market_trends": "{从分析结果中提取市场趋势}",
-      "challenges": "{从分析结果中提取挑战}"
-    },
-    "recommendations": "{从写作团队结果中提取建议}",
-    "appendix": {
-      "data_sources": "{列出所有数据来源}",
-      "methodology": "{描述研究方法}"
-    }
-  }`
-
-// specAnswer is the filled template of spec 001's example response (its
-// data), lists and all.
-func specAnswer(t *testing.T) string {
-	t.Helper()
-	raw, err := os.ReadFile("../api/testdata/spec001_format_response.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var resp struct {
-		Data json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(raw, &resp); err != nil {
-		t.Fatal(err)
-	}
-	return string(resp.Data)
-}
 
 func mustTemplate(t *testing.T, raw string) *Template {
 	t.Helper()
@@ -80,8 +47,8 @@ func TestParseTemplateRejects(t *testing.T) {
 // TestCheckSpecExample: spec 001's own filled template matches its
 // template, lists in place of placeholders included.
 func TestCheckSpecExample(t *testing.T) {
-	tmpl := mustTemplate(t, specTemplate)
-	v, problems := tmpl.Check(specAnswer(t))
+	tmpl := mustTemplate(t, templatingtest.SpecTemplate)
+	v, problems := tmpl.Check(templatingtest.SpecAnswer(t))
 	if len(problems) > 0 {
 		t.Fatalf("spec example rejected: %v", problems)
 	}
@@ -220,7 +187,7 @@ func TestCheckLimitsProblems(t *testing.T) {
 }
 
 func TestSchema(t *testing.T) {
-	raw, strict := mustTemplate(t, specTemplate).Schema()
+	raw, strict := mustTemplate(t, templatingtest.SpecTemplate).Schema()
 	if !strict {
 		t.Error("the spec template should allow strict structured output")
 	}
