@@ -68,16 +68,22 @@ func (f *fakeRunLog) Push(_ context.Context, _ string, payload []byte) {
 	f.pushed = append(f.pushed, evs...)
 }
 
+// streamingActivities answer with n tokens 10 ms apart, flushed every
+// 20 ms, publishing to run.
+func streamingActivities(run *fakeRunLog, n int) *Activities {
+	return &Activities{
+		LLM:    slowLLM{n: n, delay: 10 * time.Millisecond, text: "tok "},
+		Events: run, Notifier: run, FlushInterval: 20 * time.Millisecond,
+		Log: slog.New(slog.DiscardHandler),
+	}
+}
+
 // TestPublisherDeliversByUpdateAndPushes: a streaming call's batches go as
 // updates, and the events pushed to the streams carry exactly the
 // sequences the run's log gave them, in order, without a gap.
 func TestPublisherDeliversByUpdateAndPushes(t *testing.T) {
 	run := &fakeRunLog{}
-	acts := &Activities{
-		LLM:    slowLLM{n: 12, delay: 10 * time.Millisecond, text: "tok "},
-		Events: run, Notifier: run, FlushInterval: 20 * time.Millisecond,
-		Log: slog.New(slog.DiscardHandler),
-	}
+	acts := streamingActivities(run, 12)
 	if _, err := acts.Respond(context.Background(), respondInput("r1")); err != nil {
 		t.Fatal(err)
 	}
@@ -111,11 +117,7 @@ func TestPublisherSignalsWhenUpdatesFail(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := &fakeRunLog{updateErr: tc.err}
-			acts := &Activities{
-				LLM:    slowLLM{n: 12, delay: 10 * time.Millisecond, text: "tok "},
-				Events: run, Notifier: run, FlushInterval: 20 * time.Millisecond,
-				Log: slog.New(slog.DiscardHandler),
-			}
+			acts := streamingActivities(run, 12)
 			if _, err := acts.Respond(context.Background(), respondInput("r1")); err != nil {
 				t.Fatal(err)
 			}
@@ -142,11 +144,7 @@ func TestPublisherSignalsWhenUpdatesFail(t *testing.T) {
 // nothing is lost or repeated.
 func TestPublisherSignalsWhileUpdatesAreSlow(t *testing.T) {
 	run := &fakeRunLog{delay: slowUpdate + 50*time.Millisecond}
-	acts := &Activities{
-		LLM:    slowLLM{n: 30, delay: 10 * time.Millisecond, text: "tok "},
-		Events: run, Notifier: run, FlushInterval: 20 * time.Millisecond,
-		Log: slog.New(slog.DiscardHandler),
-	}
+	acts := streamingActivities(run, 30)
 	res, err := acts.Respond(context.Background(), respondInput("r1"))
 	if err != nil {
 		t.Fatal(err)

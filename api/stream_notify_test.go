@@ -44,6 +44,27 @@ func (l *countingListener) SubscribePushes(runID string) (<-chan struct{}, func(
 	}
 }
 
+// openTwoStreams opens two streams of run id from its start, each read
+// into a channel, and checks that both begin with event 1. They close with
+// the test.
+func openTwoStreams(t *testing.T, e *streamEnv, id string) []chan sseMsg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	var chans []chan sseMsg
+	for range 2 {
+		resp := e.open(ctx, streamRequest{path: pathStreamGET(id)})
+		t.Cleanup(func() { resp.Body.Close() })
+		ch := make(chan sseMsg, 16)
+		go readInto(resp.Body, ch)
+		if m := next(t, ch); m.ID != "1" {
+			t.Fatalf("first event %s, want 1", m.ID)
+		}
+		chans = append(chans, ch)
+	}
+	return chans
+}
+
 // noMessage fails if ch delivers a message within d.
 func noMessage(t *testing.T, ch <-chan sseMsg, d time.Duration, why string) {
 	t.Helper()
@@ -72,19 +93,7 @@ func TestStreamNotifiedPollerQueriesOnNews(t *testing.T) {
 	id := e.newRun(models.RunRunning)
 	e.fake.emit(id, 0, "lifecycle.started")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var chans []chan sseMsg
-	for range 2 {
-		resp := e.open(ctx, streamRequest{path: pathStreamGET(id)})
-		defer resp.Body.Close()
-		ch := make(chan sseMsg, 16)
-		go readInto(resp.Body, ch)
-		if m := next(t, ch); m.ID != "1" {
-			t.Fatalf("first event %s, want 1", m.ID)
-		}
-		chans = append(chans, ch)
-	}
+	chans := openTwoStreams(t, e, id)
 	if n := l.open.Load(); n != 1 {
 		t.Fatalf("%d subscriptions to the listener for one run's two streams; want the poller's one", n)
 	}
@@ -220,19 +229,7 @@ func TestStreamTakesPushedEventsWithoutAQuery(t *testing.T) {
 	e := newListeningStreamEnv(t, storetest.SQLite(t), api.StreamOptions{SafetyPollInterval: time.Minute}, b)
 	id := e.newRun(models.RunRunning)
 	e.fake.emit(id, 0, "lifecycle.started")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var chans []chan sseMsg
-	for range 2 {
-		resp := e.open(ctx, streamRequest{path: pathStreamGET(id)})
-		defer resp.Body.Close()
-		ch := make(chan sseMsg, 16)
-		go readInto(resp.Body, ch)
-		if m := next(t, ch); m.ID != "1" {
-			t.Fatalf("first event %s, want 1", m.ID)
-		}
-		chans = append(chans, ch)
-	}
+	chans := openTwoStreams(t, e, id)
 	push := func(evs []models.Event) {
 		t.Helper()
 		payload, err := json.Marshal(evs)
