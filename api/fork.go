@@ -10,7 +10,6 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
@@ -185,19 +184,7 @@ func (r *Runs) Fork(ctx context.Context, run *store.Run, an *models.ForkAnalysis
 		StaticDetails: fmt.Sprintf("Hierarchy %s (%s), %d teams, %s.\n\nTask: %s\n\nForked from run %s (workflow %s) after event %d (%s, team %s).",
 			h.Name, h.ID, len(h.Teams), h.ExecutionMode, run.Task, run.ID, run.WorkflowID, point.Sequence, point.Kind, point.TeamName),
 	}
-	var attrs []temporal.SearchAttributeUpdate
-	if r.Options.SearchAttributes {
-		attrs = append(attrs, models.SearchHierarchyID.ValueSet(h.ID), models.SearchHierarchyName.ValueSet(h.Name), models.SearchRunStatus.ValueSet(models.RunPending))
-	}
-	if r.TenantSearchAttribute {
-		attrs = append(attrs, models.SearchTenantID.ValueSet(tenant))
-	}
-	if r.ForkSearchAttribute {
-		attrs = append(attrs, models.SearchForkedFrom.ValueSet(run.ID))
-	}
-	if len(attrs) > 0 {
-		start.TypedSearchAttributes = temporal.NewSearchAttributes(attrs...)
-	}
+	start.TypedSearchAttributes = r.startSearchAttributes(h, tenant, run.ID)
 	_, err = r.Temporal.ExecuteWorkflow(ctx, start, models.RunWorkflowName, models.RunInput{
 		RunID: id, Task: run.Task, Hierarchy: *h, Options: r.runOptions(tenant, opts), OfflineAgents: offline, Previous: previous, Fork: seed,
 	})

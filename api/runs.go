@@ -309,20 +309,7 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 	if previous != nil {
 		start.StaticDetails += fmt.Sprintf("\n\nFollows up run %s (thread %s).", previous.RunID, previous.ThreadID)
 	}
-	var attrs []temporal.SearchAttributeUpdate
-	if r.Options.SearchAttributes {
-		attrs = append(attrs,
-			models.SearchHierarchyID.ValueSet(h.ID),
-			models.SearchHierarchyName.ValueSet(h.Name),
-			models.SearchRunStatus.ValueSet(models.RunPending),
-		)
-	}
-	if r.TenantSearchAttribute {
-		attrs = append(attrs, models.SearchTenantID.ValueSet(tenant))
-	}
-	if len(attrs) > 0 {
-		start.TypedSearchAttributes = temporal.NewSearchAttributes(attrs...)
-	}
+	start.TypedSearchAttributes = r.startSearchAttributes(h, tenant, "")
 	_, err = r.Temporal.ExecuteWorkflow(ctx, start, models.RunWorkflowName, models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(tenant, opts), AnswerMessageID: opts.MessageID, OfflineAgents: offline, Previous: previous})
 	if err != nil {
 		_ = r.Store.DeleteRun(context.WithoutCancel(ctx), id)
@@ -334,6 +321,30 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 		return nil, &models.Error{Code: models.CodeUnavailable, Message: "could not start the run's workflow: Temporal is unavailable", Err: err}
 	}
 	return run, nil
+}
+
+// startSearchAttributes are the search attributes a run's workflow starts
+// with: those the namespace has (see app's search-attribute check), with
+// ForkedFrom naming the original of a fork ("" for a run started afresh).
+func (r *Runs) startSearchAttributes(h *models.Hierarchy, tenant, forkedFrom string) temporal.SearchAttributes {
+	var attrs []temporal.SearchAttributeUpdate
+	if r.Options.SearchAttributes {
+		attrs = append(attrs,
+			models.SearchHierarchyID.ValueSet(h.ID),
+			models.SearchHierarchyName.ValueSet(h.Name),
+			models.SearchRunStatus.ValueSet(models.RunPending),
+		)
+	}
+	if r.TenantSearchAttribute {
+		attrs = append(attrs, models.SearchTenantID.ValueSet(tenant))
+	}
+	if r.ForkSearchAttribute && forkedFrom != "" {
+		attrs = append(attrs, models.SearchForkedFrom.ValueSet(forkedFrom))
+	}
+	if len(attrs) == 0 {
+		return temporal.SearchAttributes{}
+	}
+	return temporal.NewSearchAttributes(attrs...)
 }
 
 // previousInput is what a follow-up run's workflow is given of the run it

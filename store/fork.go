@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"time"
 
 	"gorm.io/gorm"
 
@@ -38,13 +37,7 @@ func (s *Store) RunEvents(ctx context.Context, runID string, upTo int64) ([]mode
 // (already re-addressed to the fork) and the usage records of the calls
 // among them. A fork is never half stored.
 func (s *Store) CreateFork(ctx context.Context, r *Run, events []models.Event, calls []*LLMCall) error {
-	now := time.Now().UTC()
-	r.CreatedAt, r.UpdatedAt, r.Status = now, now, models.RunPending
-	r.TenantID = tenantOr(r.TenantID)
-	if r.ThreadID == "" {
-		r.ThreadID = r.ID
-	}
-	row, err := newRunRow(r, now)
+	row, err := newPendingRunRow(r)
 	if err != nil {
 		return err
 	}

@@ -86,13 +86,7 @@ type ExecutionConfig struct {
 // CreateRun stores a new run as pending, in the default tenant when
 // r.TenantID is empty, and in a thread of its own when r.ThreadID is.
 func (s *Store) CreateRun(ctx context.Context, r *Run) error {
-	now := time.Now().UTC()
-	r.CreatedAt, r.UpdatedAt, r.Status = now, now, models.RunPending
-	r.TenantID = tenantOr(r.TenantID)
-	if r.ThreadID == "" {
-		r.ThreadID = r.ID
-	}
-	row, err := newRunRow(r, now)
+	row, err := newPendingRunRow(r)
 	if err != nil {
 		return err
 	}
@@ -105,7 +99,16 @@ func (s *Store) CreateRun(ctx context.Context, r *Run) error {
 	return err
 }
 
-func newRunRow(r *Run, now time.Time) (runRow, error) {
+// newPendingRunRow makes r a new pending run, in the default tenant when
+// r.TenantID is empty and in a thread of its own when r.ThreadID is, and
+// returns its row.
+func newPendingRunRow(r *Run) (runRow, error) {
+	now := time.Now().UTC()
+	r.CreatedAt, r.UpdatedAt, r.Status = now, now, models.RunPending
+	r.TenantID = tenantOr(r.TenantID)
+	if r.ThreadID == "" {
+		r.ThreadID = r.ID
+	}
 	row := runRow{
 		ID: r.ID, TenantID: r.TenantID, HierarchyID: r.HierarchyID, HierarchyName: r.HierarchyName, TotalTeams: r.TotalTeams, WorkflowID: r.WorkflowID,
 		Task: r.Task, ThreadID: r.ThreadID, PreviousRunID: r.PreviousRunID, Status: r.Status, CreatedAt: now, UpdatedAt: now,
