@@ -415,17 +415,16 @@ func (f *feed) markEnded() {
 func (f *feed) poll(ctx context.Context) {
 	h := f.hub
 	defer h.pollers.Add(-1)
+	// Subscribed before the first query, so news from then on wakes a
+	// query that comes after it. take, with a PushListener, hands over the
+	// events pushed with the wake-ups (see models.EventDelivery).
 	var wake <-chan struct{}
-	// take, with a PushListener, hands over the events pushed with the
-	// wake-ups (see models.EventDelivery).
 	var take func() ([][]byte, bool)
 	if pl, ok := h.listener.(notify.PushListener); ok {
 		ch, tk, cancel := pl.SubscribePushes(f.runID)
 		defer cancel()
 		wake, take = ch, tk
 	} else if h.listener != nil {
-		// Subscribed before the first query, so news from then on wakes
-		// a query that comes after it.
 		ch, cancel := h.listener.Subscribe(f.runID)
 		defer cancel()
 		wake = ch
@@ -462,18 +461,17 @@ func (f *feed) poll(ctx context.Context) {
 			// Taken before the query: what is pushed from now on wakes
 			// the loop again.
 			payloads, plain := take()
-			if byWakeUp && !plain && !first && len(payloads) == 0 {
-				// The news of this wake-up was taken with the last one.
-				timer.Reset(h.opts.SafetyPollInterval)
-				continue
-			}
-			if f.applyPushes(payloads) && byWakeUp && !plain && !first {
-				// The pushed events joined up: nothing to ask the run.
-				h.pushes.Add(1)
-				if f.isEnded() {
-					return
+			joined := f.applyPushes(payloads)
+			if byWakeUp && !plain && !first && (joined || len(payloads) == 0) {
+				// Nothing to ask the run: the pushed events joined up, or
+				// this wake-up's news was taken with the last one.
+				if joined {
+					h.pushes.Add(1)
+					if f.isEnded() {
+						return
+					}
+					lastProgress = time.Now()
 				}
-				lastProgress = time.Now()
 				timer.Reset(h.opts.SafetyPollInterval)
 				continue
 			}
