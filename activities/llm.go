@@ -397,6 +397,11 @@ func (a *Activities) llmFailure(ctx context.Context, source models.Source, model
 		return err
 	}
 	msg := fmt.Sprintf("%s %q (agent_id %s) calling model %q: %s", source.AgentType, source.AgentName, source.AgentID, model, le.Error())
+	if le.KeyRejected() {
+		// The operator's key, not the request: the run says so with its
+		// own code (PROVIDER_KEY_REJECTED) so nobody debugs the prompt.
+		return temporal.NewNonRetryableApplicationError(msg, models.ErrLLMKeyRejected, nil)
+	}
 	if !le.Retryable {
 		return temporal.NewNonRetryableApplicationError(msg, models.ErrLLMRejected, nil)
 	}

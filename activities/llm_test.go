@@ -233,14 +233,18 @@ func TestLLMFailuresAreClassified(t *testing.T) {
 		err       *llm.Error
 		retryable bool
 		delay     time.Duration
+		typ       string
 	}{
 		// A provider asking for an hour (or for a date years away) gets
 		// LLM_RETRY_MAX.
-		{&llm.Error{Provider: "openai", Model: "gpt-x", StatusCode: 429, Retryable: true, RetryAfter: time.Hour, Message: "come back later"}, true, 30 * time.Second},
-		{&llm.Error{Provider: "openai", Model: "gpt-x", StatusCode: 429, Retryable: true, RetryAfter: 75 * 365 * 24 * time.Hour, Message: "see you in 2099"}, true, 30 * time.Second},
-		{&llm.Error{Provider: "openai", Model: "gpt-x", StatusCode: 401, Message: "bad key"}, false, 0},
-		{&llm.Error{Provider: "openai", Model: "gpt-x", StatusCode: 429, Retryable: true, RetryAfter: 3 * time.Second, Message: "slow down"}, true, 3 * time.Second},
-		{&llm.Error{Provider: "openai", Model: "gpt-x", Retryable: true, Message: "connection reset"}, true, 0},
+		{&llm.Error{Provider: "openai", Model: "gpt-x", StatusCode: 429, Retryable: true, RetryAfter: time.Hour, Message: "come back later"}, true, 30 * time.Second, models.ErrLLMUnavailable},
+		{&llm.Error{Provider: "openai", Model: "gpt-x", StatusCode: 429, Retryable: true, RetryAfter: 75 * 365 * 24 * time.Hour, Message: "see you in 2099"}, true, 30 * time.Second, models.ErrLLMUnavailable},
+		// The provider refusing the key is told apart from a bad request.
+		{&llm.Error{Provider: "openai", Model: "gpt-x", StatusCode: 401, Message: "bad key"}, false, 0, models.ErrLLMKeyRejected},
+		{&llm.Error{Provider: "aws_bedrock", Model: "gpt-x", StatusCode: 403, Message: "AccessDeniedException"}, false, 0, models.ErrLLMKeyRejected},
+		{&llm.Error{Provider: "openai", Model: "gpt-x", StatusCode: 400, Message: "bad request"}, false, 0, models.ErrLLMRejected},
+		{&llm.Error{Provider: "openai", Model: "gpt-x", StatusCode: 429, Retryable: true, RetryAfter: 3 * time.Second, Message: "slow down"}, true, 3 * time.Second, models.ErrLLMUnavailable},
+		{&llm.Error{Provider: "openai", Model: "gpt-x", Retryable: true, Message: "connection reset"}, true, 0, models.ErrLLMUnavailable},
 	} {
 		env := newActivityEnv(&Activities{LLM: &fakeLLM{err: tc.err}})
 		_, err := env.ExecuteActivity((&Activities{}).Respond, in)
@@ -250,6 +254,9 @@ func TestLLMFailuresAreClassified(t *testing.T) {
 		}
 		if appErr.NonRetryable() == tc.retryable || appErr.NextRetryDelay() != tc.delay {
 			t.Errorf("%v: non-retryable %v, next delay %v", tc.err, appErr.NonRetryable(), appErr.NextRetryDelay())
+		}
+		if appErr.Type() != tc.typ {
+			t.Errorf("%v: failure type %q, want %q", tc.err, appErr.Type(), tc.typ)
 		}
 		for _, want := range []string{`"writer"`, "w-1", `"gpt-x"`} {
 			if !strings.Contains(appErr.Error(), want) {

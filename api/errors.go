@@ -148,6 +148,8 @@ func v1ErrorSummary(code models.Code) string {
 		return "execution failed"
 	case models.CodeExecutionTimeout.Name:
 		return "execution timed out"
+	case models.CodeProviderKeyRejected.Name:
+		return "LLM provider refused the key"
 	case models.CodeResourceLimitExceeded.Name:
 		return "resource limit exceeded"
 	case models.CodeUnavailable.Name:

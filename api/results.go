@@ -449,17 +449,18 @@ func BuildResults(in ResultsInput) *Results {
 			if t.CompletedAt != nil {
 				at = *t.CompletedAt
 			}
+			code := models.CodeExecutionFailed.Name
+			if t.ErrorCode != "" {
+				code = t.ErrorCode
+			}
 			out.addError(models.ErrorInfo{
-				ErrorCode: models.CodeExecutionFailed.Name, Message: t.Error, Timestamp: models.FormatTimestamp(at),
+				ErrorCode: code, Message: t.Error, Timestamp: models.FormatTimestamp(at),
 				Context: map[string]any{"team_id": t.TeamID, "team_name": t.TeamName, "turn": t.Turn},
 			})
 		}
 	}
 	if run.Error != "" && (run.Status == models.RunFailed || run.Status == models.RunTimedOut) {
-		code := models.CodeExecutionFailed.Name
-		if run.Status == models.RunTimedOut {
-			code = models.CodeExecutionTimeout.Name
-		}
+		code := runErrorCode(run)
 		at := run.UpdatedAt
 		if run.CompletedAt != nil {
 			at = *run.CompletedAt
@@ -467,6 +468,25 @@ func BuildResults(in ResultsInput) *Results {
 		out.addError(models.ErrorInfo{ErrorCode: code, Message: run.Error, Timestamp: models.FormatTimestamp(at), Context: map[string]any{"status": run.Status}})
 	}
 	return out
+}
+
+// runErrorCode is the error code of a failed or timed-out run's error:
+// the code its workflow recorded with that message (PROVIDER_KEY_REJECTED,
+// BUDGET_EXCEEDED...), else EXECUTION_TIMEOUT for a timed-out run and
+// EXECUTION_FAILED for any other (a terminated workflow, runs recorded
+// before codes were kept).
+func runErrorCode(run *store.Run) string {
+	if run.Result != nil {
+		for _, e := range run.Result.Errors {
+			if e.Message == run.Error && e.ErrorCode != "" {
+				return e.ErrorCode
+			}
+		}
+	}
+	if run.Status == models.RunTimedOut {
+		return models.CodeExecutionTimeout.Name
+	}
+	return models.CodeExecutionFailed.Name
 }
 
 // teamMetrics rolls up a team's calls: those recorded with its name
@@ -883,6 +903,8 @@ func (s *Server) formatFailure(ctx, wctx context.Context, workflowID string, err
 			return &models.Error{Code: models.CodeExecutionFailed, Message: "formatting failed: " + appErr.Message(), Err: err}
 		case models.ErrLLMRejected, models.ErrLLMUnavailable:
 			return &models.Error{Code: models.CodeExecutionFailed, Message: "formatting failed: " + appErr.Message(), Err: err}
+		case models.ErrLLMKeyRejected:
+			return &models.Error{Code: models.CodeProviderKeyRejected, Message: "formatting failed: " + appErr.Message(), Err: err}
 		}
 	case errors.As(err, &timeoutErr):
 		return &models.Error{Code: models.CodeExecutionTimeout, Message: fmt.Sprintf("formatting did not finish within %v", formatTimeout), Err: err}

@@ -444,6 +444,10 @@ type runView struct {
 	// Usage is the run's totals so far, from its recorded LLM calls:
 	// tokens, cost_usd and cost_unknown (some call's model has no price).
 	Usage runUsageView `json:"usage"`
+	// ErrorCode is the code of Error for a failed or timed-out run
+	// (runErrorCode): PROVIDER_KEY_REJECTED tells the operator to fix a
+	// provider key.
+	ErrorCode string `json:"error_code,omitempty"`
 }
 
 // runUsageView is a run's usage totals with cost_usd and cost_unknown
@@ -580,6 +584,9 @@ func (s *Server) viewRun(ctx context.Context, run *store.Run) runView {
 	}
 	if run.Status == models.RunCompleted {
 		v.Progress.CompletionPercentage = 100
+	}
+	if run.Error != "" && (run.Status == models.RunFailed || run.Status == models.RunTimedOut) {
+		v.ErrorCode = runErrorCode(run)
 	}
 	return v
 }

@@ -231,6 +231,9 @@ func (s *Server) v1GetExecution(c *gin.Context) {
 	}
 	if run.Error != "" {
 		data["error"] = run.Error
+		if v.ErrorCode != "" {
+			data["error_code"] = v.ErrorCode
+		}
 	}
 	if run.PreviousRunID != "" {
 		data["previous_run_id"] = run.PreviousRunID

@@ -127,6 +127,13 @@ type Error struct {
 	Cause error
 }
 
+// KeyRejected tells whether the provider refused the credentials it was
+// sent (HTTP 401 or 403), as opposed to the request: the key is wrong,
+// revoked or lacks access, and only the operator can fix it.
+func (e *Error) KeyRejected() bool {
+	return !e.Retryable && (e.StatusCode == 401 || e.StatusCode == 403)
+}
+
 // Unwrap exposes Cause to errors.Is and errors.As.
 func (e *Error) Unwrap() error { return e.Cause }
 

@@ -63,6 +63,16 @@ var CodeSequenceNotForkable = Code{"SEQUENCE_NOT_FORKABLE", 40001, 400}
 // "fail". 402 Payment Required is the status that names spending.
 var CodeBudgetExceeded = Code{"BUDGET_EXCEEDED", 40201, 402}
 
+// CodeProviderKeyRejected says a model provider refused the service's own
+// key for it (HTTP 401 or 403 from the provider): the operator must fix or
+// rotate the key (docs/providers.md), and retrying will not help. It is a
+// run error (a run's errors, its lifecycle.failed event) and the answer of
+// a results formatting that met it. Spec 001 lists INVALID_API_KEY for
+// this, but here that code means the caller's key to this API (401), which
+// a client must not confuse with the operator's provider key; 502 Bad
+// Gateway says an upstream refused the service.
+var CodeProviderKeyRejected = Code{"PROVIDER_KEY_REJECTED", 50201, 502}
+
 // AllCodes lists the vocabulary in the order docs/errors.md documents it.
 func AllCodes() []Code {
 	return []Code{
@@ -72,7 +82,7 @@ func AllCodes() []Code {
 		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeRouteNotFound,
 		CodeExecutionInProgress, CodeExecutionFinished, CodeTeamNotRunning, CodeAlreadyExists, CodeIdempotencyKeyReused, CodeResourceLimitExceeded,
 		CodeUnsupportedMediaType, CodeRateLimited,
-		CodeSystemError, CodeExecutionFailed, CodeUnavailable, CodeExecutionTimeout,
+		CodeSystemError, CodeExecutionFailed, CodeProviderKeyRejected, CodeUnavailable, CodeExecutionTimeout,
 	}
 }
 
@@ -83,9 +93,13 @@ func AllCodes() []Code {
 // them); a new failure goes in AllFailureTypes and in the "Failure types"
 // table of docs/errors.md.
 const (
-	// ErrLLMRejected: the provider refused the request (bad key, bad
-	// request); never retried.
+	// ErrLLMRejected: the provider refused the request (a bad request;
+	// runs from before ErrLLMKeyRejected also a bad key); never retried.
 	ErrLLMRejected = "LLMRequestRejected"
+	// ErrLLMKeyRejected: the provider refused the service's key (HTTP 401
+	// or 403); never retried, and the run's error code is
+	// CodeProviderKeyRejected.
+	ErrLLMKeyRejected = "LLMKeyRejected"
 	// ErrLLMUnavailable: the provider failed or throttled; retried, with
 	// the provider's Retry-After as the next delay.
 	ErrLLMUnavailable = "LLMUnavailable"
@@ -133,7 +147,7 @@ const (
 // code's Name as the type; those two are included.
 func AllFailureTypes() []string {
 	return []string{
-		ErrLLMRejected, ErrLLMUnavailable, ErrLLMTimeout,
+		ErrLLMRejected, ErrLLMKeyRejected, ErrLLMUnavailable, ErrLLMTimeout,
 		ErrFormatMismatch, ErrFormatInvalidTemplate,
 		ErrToolUnavailable, ErrSubAgentUnavailable, ErrSubAgentFailed,
 		ErrTeamFailed, ErrForkSeed,

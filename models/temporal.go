@@ -289,6 +289,10 @@ type TeamOutput struct {
 	// Usage is what the turn spent: its supervisor's decisions and its
 	// workers' turns, their sub-agents included.
 	Usage Usage `json:"usage"`
+	// ErrorCode is a failed turn's error code when it is not
+	// EXECUTION_FAILED (PROVIDER_KEY_REJECTED); empty otherwise, and in
+	// turns recorded before codes were kept.
+	ErrorCode string `json:"error_code,omitempty"`
 }
 
 // WorkerOutput is one worker call's answer. In a workflow's state, Output

@@ -161,6 +161,13 @@ const (
 	// its original had at the fork point. Asked only by forks, all of
 	// which start with it; the marker says what a history is.
 	changeForkSeed = "fork-seed"
+	// changeKeyRejectedCode: a team turn or run that fails because a
+	// provider refused its key (an ErrLLMKeyRejected failure) records
+	// PROVIDER_KEY_REJECTED as its error code, in the run's errors, the
+	// turn's output and the lifecycle.failed event; it recorded
+	// EXECUTION_FAILED. Asked where such a failure is recorded (keyFailureCode),
+	// so only runs that meet one carry the marker.
+	changeKeyRejectedCode = "key-rejected-code"
 )
 
 // recordFieldChanges asks, once at the start of a run's execution, for the

@@ -833,6 +833,7 @@ func (w *runWorkflow) finishTeam(ctx workflow.Context, t startedTeam) (models.Te
 			return out, err
 		}
 		out.Status, out.Error = models.TeamFailed, failureMessage(err)
+		out.ErrorCode = keyFailureCode(ctx, err)
 		w.keepFinishedWorkers(&out, t.state)
 		return out, nil
 	}
@@ -900,9 +901,14 @@ func (w *runWorkflow) recordTeam(ctx workflow.Context, out models.TeamOutput) {
 	}
 	now := models.FormatTimestamp(workflow.Now(ctx))
 	msg := fmt.Sprintf("team %q failed: %s", out.TeamName, out.Error)
-	s.Errors = append(s.Errors, models.ErrorInfo{ErrorCode: models.CodeExecutionFailed.Name, Message: msg, Timestamp: now,
+	code := models.CodeExecutionFailed.Name
+	data := map[string]any{"message": msg, "team_name": out.TeamName}
+	if out.ErrorCode != "" {
+		code, data["error_code"] = out.ErrorCode, out.ErrorCode
+	}
+	s.Errors = append(s.Errors, models.ErrorInfo{ErrorCode: code, Message: msg, Timestamp: now,
 		Context: map[string]any{"team_id": out.TeamID, "team_name": out.TeamName}})
-	w.emit(ctx, systemSource(), models.CategorySystem, models.ActionError, map[string]any{"message": msg, "team_name": out.TeamName})
+	w.emit(ctx, systemSource(), models.CategorySystem, models.ActionError, data)
 	w.skipDependents(ctx)
 }
 
@@ -1031,13 +1037,23 @@ func (w *runWorkflow) fail(ctx workflow.Context, cause error) error {
 		return cause
 	}
 	msg := failureMessage(cause)
+	code := models.CodeExecutionFailed.Name
 	if len(s.Errors) == 0 {
 		// Not a team's failure (those are recorded as they happen).
-		s.Errors = append(s.Errors, models.ErrorInfo{ErrorCode: models.CodeExecutionFailed.Name, Message: msg, Timestamp: now})
-		w.emit(dctx, systemSource(), models.CategorySystem, models.ActionError, map[string]any{"message": msg})
+		data := map[string]any{"message": msg}
+		if kc := keyFailureCode(dctx, cause); kc != "" {
+			code, data["error_code"] = kc, kc
+		}
+		s.Errors = append(s.Errors, models.ErrorInfo{ErrorCode: code, Message: msg, Timestamp: now})
+		w.emit(dctx, systemSource(), models.CategorySystem, models.ActionError, data)
+	} else if first := s.Errors[0]; first.Message == msg && first.ErrorCode == models.CodeProviderKeyRejected.Name {
+		// The run fails on its first team failure (TeamFailed carries its
+		// message), whose code was decided, versioned, when it was
+		// recorded.
+		code = first.ErrorCode
 	}
 	s.Status = models.RunFailed
-	w.emit(dctx, gs, models.CategoryLifecycle, models.ActionFailed, map[string]any{"error": msg, "error_code": models.CodeExecutionFailed.Name})
+	w.emit(dctx, gs, models.CategoryLifecycle, models.ActionFailed, map[string]any{"error": msg, "error_code": code})
 	w.persistAll(dctx)
 	_ = w.setStatus(dctx, models.RunStatusUpdate{RunID: w.in.RunID, Status: models.RunFailed, Result: w.result(), Error: msg})
 	return cause
@@ -1265,6 +1281,32 @@ func findTeam(h *models.Hierarchy, name string) *models.Team {
 		}
 	}
 	return nil
+}
+
+// keyFailureCode is the error code of a failure caused by a provider
+// refusing its key (an ErrLLMKeyRejected application error anywhere in the
+// chain): PROVIDER_KEY_REJECTED, or "" for any other failure, and for runs
+// replaying a history from before changeKeyRejectedCode.
+func keyFailureCode(ctx workflow.Context, err error) string {
+	if !hasFailureType(err, models.ErrLLMKeyRejected) {
+		return ""
+	}
+	if workflow.GetVersion(ctx, changeKeyRejectedCode, workflow.DefaultVersion, 1) != 1 {
+		return ""
+	}
+	return models.CodeProviderKeyRejected.Name
+}
+
+// hasFailureType tells whether an application error of type typ is in
+// err's chain: an activity's failure reaches the run wrapped in an
+// ActivityError, a sub-agent's or a team child's in further layers.
+func hasFailureType(err error, typ string) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		if appErr, ok := err.(*temporal.ApplicationError); ok && appErr.Type() == typ {
+			return true
+		}
+	}
+	return false
 }
 
 // failureMessage is the run's error as stored and streamed: the
