@@ -130,11 +130,14 @@ func TestFormatResultsDefaultsAndFailures(t *testing.T) {
 		t.Fatalf("offline: %+v, %v", res, err)
 	}
 
-	// A rejected request is non-retryable and names the model.
-	_, err = (&Activities{LLM: &fakeFormatLLM{err: &llm.Error{Provider: "openai", Model: "gpt-4o", StatusCode: 401, Message: "bad key"}}}).FormatResults(context.Background(), formatInput())
+	// A rejected request is non-retryable and names the model; a refused
+	// key says so with its own type (PROVIDER_KEY_REJECTED at the API).
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != models.ErrLLMRejected || !strings.Contains(appErr.Message(), "gpt-4o") {
-		t.Fatalf("rejected: %v", err)
+	for status, typ := range map[int]string{400: models.ErrLLMRejected, 401: models.ErrLLMKeyRejected} {
+		_, err = (&Activities{LLM: &fakeFormatLLM{err: &llm.Error{Provider: "openai", Model: "gpt-4o", StatusCode: status, Message: "refused"}}}).FormatResults(context.Background(), formatInput())
+		if !errors.As(err, &appErr) || appErr.Type() != typ || !appErr.NonRetryable() || !strings.Contains(appErr.Message(), "gpt-4o") {
+			t.Fatalf("rejected %d: %v", status, err)
+		}
 	}
 
 	in = formatInput()

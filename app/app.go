@@ -49,7 +49,8 @@ func RunOptions(cfg config.Config) models.RunOptions {
 }
 
 // NewLLM builds the model router from the configuration. Keys go from the
-// environment straight into the provider clients and nowhere else; AWS
+// environment, or from their files (*_API_KEY_FILE, which WatchKeys
+// rereads), straight into the provider clients and nowhere else; AWS
 // credentials are not even read here: the AWS SDK finds them itself when
 // Bedrock is first used.
 func NewLLM(cfg config.Config) (*llm.Router, error) {
@@ -57,15 +58,27 @@ func NewLLM(cfg config.Config) (*llm.Router, error) {
 	if err != nil {
 		return nil, fmt.Errorf("LLM_MODELS: %w", err)
 	}
-	var providers []llm.ProviderConfig
-	if cfg.OpenAIAPIKey != "" {
-		providers = append(providers, llm.ProviderConfig{Name: "openai", BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey})
+	openaiKey, err := providerKey("openai", "OPENAI_API_KEY", cfg.OpenAIAPIKey, cfg.OpenAIAPIKeyFile)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.OpenRouterAPIKey != "" {
-		providers = append(providers, llm.ProviderConfig{Name: "openrouter", BaseURL: cfg.OpenRouterBaseURL, APIKey: cfg.OpenRouterAPIKey})
+	openrouterKey, err := providerKey("openrouter", "OPENROUTER_API_KEY", cfg.OpenRouterAPIKey, cfg.OpenRouterAPIKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	compatibleKey, err := providerKey("compatible", "COMPATIBLE_API_KEY", cfg.CompatibleAPIKey, cfg.CompatibleAPIKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	var providers []llm.ProviderConfig
+	if openaiKey.Get() != "" {
+		providers = append(providers, llm.ProviderConfig{Name: "openai", BaseURL: cfg.OpenAIBaseURL, Key: openaiKey})
+	}
+	if openrouterKey.Get() != "" {
+		providers = append(providers, llm.ProviderConfig{Name: "openrouter", BaseURL: cfg.OpenRouterBaseURL, Key: openrouterKey})
 	}
 	if cfg.CompatibleBaseURL != "" {
-		providers = append(providers, llm.ProviderConfig{Name: "compatible", BaseURL: cfg.CompatibleBaseURL, APIKey: cfg.CompatibleAPIKey})
+		providers = append(providers, llm.ProviderConfig{Name: "compatible", BaseURL: cfg.CompatibleBaseURL, Key: compatibleKey})
 	}
 	// "auto" looks only at variables, so that a machine without AWS never
 	// waits on the EC2 metadata service; instance roles need "true".

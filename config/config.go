@@ -71,6 +71,18 @@ type Config struct {
 	// besides its provider's own; calls to them carry the provider's key.
 	LLMAllowedBaseURLs []string
 
+	// The *_API_KEY_FILE settings name files holding the keys instead
+	// (mounted secrets): their keys are reread when the files change and
+	// on SIGHUP, so keys rotate without a restart. LLMKeyFilePoll is how
+	// often the files are reread; 0 leaves it to SIGHUP.
+	OpenAIAPIKeyFile     string
+	OpenRouterAPIKeyFile string
+	CompatibleAPIKeyFile string
+	LLMKeyFilePoll       time.Duration
+	// LLMCheckKeysAtStart is off, warn or fail: whether the process asks
+	// each provider, at start, whether it accepts its key.
+	LLMCheckKeysAtStart string
+
 	// AWS Bedrock. Its credentials and region are read by the AWS SDK
 	// from its own variables (AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_REGION,
 	// …), never through this package.
@@ -255,6 +267,18 @@ var vars = []Var{
 	{"OPENROUTER_BASE_URL", "https://openrouter.ai/api/v1", "Base URL of the `openrouter` provider.", func(c *Config, v string) error { c.OpenRouterBaseURL = v; return nil }},
 	{"COMPATIBLE_BASE_URL", "", "Base URL of the `compatible` provider: any OpenAI-compatible server (vLLM, Ollama, LiteLLM, …). Empty: not configured.", func(c *Config, v string) error { c.CompatibleBaseURL = v; return nil }},
 	{"COMPATIBLE_API_KEY", "", "Key of the `compatible` provider, if it needs one.", func(c *Config, v string) error { c.CompatibleAPIKey = v; return nil }},
+	{"OPENAI_API_KEY_FILE", "", "File holding the key of the `openai` provider, instead of `OPENAI_API_KEY` (not both); setting it configures the provider. Reread every `LLM_KEY_FILE_POLL` and on SIGHUP: a key rotated in the file is sent from the next request on, without a restart.", func(c *Config, v string) error { c.OpenAIAPIKeyFile = strings.TrimSpace(v); return nil }},
+	{"OPENROUTER_API_KEY_FILE", "", "File holding the key of the `openrouter` provider, instead of `OPENROUTER_API_KEY`; reread as `OPENAI_API_KEY_FILE` is.", func(c *Config, v string) error { c.OpenRouterAPIKeyFile = strings.TrimSpace(v); return nil }},
+	{"COMPATIBLE_API_KEY_FILE", "", "File holding the key of the `compatible` provider, instead of `COMPATIBLE_API_KEY`; reread as `OPENAI_API_KEY_FILE` is.", func(c *Config, v string) error { c.CompatibleAPIKeyFile = strings.TrimSpace(v); return nil }},
+	{"LLM_KEY_FILE_POLL", "10s", "How often the `*_API_KEY_FILE` files are reread. `0`: only on SIGHUP.", nonNegativeDurationVar(func(c *Config, d time.Duration) { c.LLMKeyFilePoll = d })},
+	{"LLM_CHECK_KEYS_AT_START", "off", "`warn` or `fail`: at start, ask each configured OpenAI-compatible provider whether it accepts its key (`GET <base URL>/models`, no tokens spent). A refused key (401/403) is logged (`warn`) or stops the process before it serves (`fail`); a provider that cannot tell (no `/models`, 5xx, no answer within 10s) is only logged. `off`: no check.", func(c *Config, v string) error {
+		switch v {
+		case "off", "warn", "fail":
+			c.LLMCheckKeysAtStart = v
+			return nil
+		}
+		return fmt.Errorf("want off, warn or fail, got %q", v)
+	}},
 	{"LLM_MODELS", "", "Model table: `model=provider[:upstream_model]`, comma-separated, e.g. `gemini-2.0-flash=openrouter:google/gemini-2.0-flash-001,gpt-4o=openai`. Models not listed go to `LLM_DEFAULT_PROVIDER`.", func(c *Config, v string) error { c.LLMModels = v; return nil }},
 	{"LLM_DEFAULT_MODEL", "gemini-2.0-flash", "Model of agents that name none (contract 002's default).", func(c *Config, v string) error { c.LLMDefaultModel = v; return nil }},
 	{"LLM_DEFAULT_PROVIDER", "", "Provider of models not in `LLM_MODELS`. Empty: the first configured of `openai`, `openrouter`, `compatible`; with none configured, the built-in `offline` model if `LLM_OFFLINE_FALLBACK` allows it, else none (runs needing it are refused). `offline` chooses the offline model explicitly.", func(c *Config, v string) error { c.LLMDefaultProvider = v; return nil }},
@@ -351,6 +375,16 @@ func load(lookup func(string) (string, bool)) (Config, error) {
 	case "text", "json":
 	default:
 		return Config{}, fmt.Errorf("LOG_FORMAT: want text or json, got %q", c.LogFormat)
+	}
+	for _, pair := range [][3]string{
+		{"OPENAI_API_KEY", c.OpenAIAPIKey, c.OpenAIAPIKeyFile},
+		{"OPENROUTER_API_KEY", c.OpenRouterAPIKey, c.OpenRouterAPIKeyFile},
+		{"COMPATIBLE_API_KEY", c.CompatibleAPIKey, c.CompatibleAPIKeyFile},
+	} {
+		// Which one would win is a guess nobody should have to make.
+		if pair[1] != "" && pair[2] != "" {
+			return Config{}, fmt.Errorf("%s and %s_FILE are both set; set one", pair[0], pair[0])
+		}
 	}
 	if (c.OIDCIssuer != "" || c.OIDCAudience != "" || c.OIDCJWKSURL != "") && (c.OIDCIssuer == "" || c.OIDCAudience == "" || c.OIDCJWKSURL == "") {
 		return Config{}, fmt.Errorf("OIDC_ISSUER, OIDC_AUDIENCE and OIDC_JWKS_URL must be set together")

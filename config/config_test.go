@@ -131,3 +131,28 @@ func TestDelegationCaps(t *testing.T) {
 		}
 	}
 }
+
+// TestProviderKeyFiles: a key and its file are never both taken, the
+// files' poll and the check at start have their documented defaults, and
+// a wrong check mode is refused.
+func TestProviderKeyFiles(t *testing.T) {
+	env := func(kv map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
+	}
+	c, err := load(env(map[string]string{"OPENAI_API_KEY_FILE": "/run/secrets/openai"}))
+	if err != nil || c.OpenAIAPIKeyFile != "/run/secrets/openai" || c.LLMKeyFilePoll != 10*time.Second || c.LLMCheckKeysAtStart != "off" {
+		t.Fatalf("load = %+v, %v", c, err)
+	}
+	for _, name := range []string{"OPENAI_API_KEY", "OPENROUTER_API_KEY", "COMPATIBLE_API_KEY"} {
+		_, err := load(env(map[string]string{name: "sk-x", name + "_FILE": "/run/secrets/k"}))
+		if err == nil || !strings.Contains(err.Error(), name+"_FILE") || strings.Contains(err.Error(), "sk-x") {
+			t.Errorf("%s and its file: %v", name, err)
+		}
+	}
+	if _, err := load(env(map[string]string{"LLM_CHECK_KEYS_AT_START": "yes"})); err == nil || !strings.Contains(err.Error(), "LLM_CHECK_KEYS_AT_START") {
+		t.Errorf("LLM_CHECK_KEYS_AT_START=yes: %v", err)
+	}
+	if c, err := load(env(map[string]string{"LLM_KEY_FILE_POLL": "0", "LLM_CHECK_KEYS_AT_START": "fail"})); err != nil || c.LLMKeyFilePoll != 0 || c.LLMCheckKeysAtStart != "fail" {
+		t.Errorf("poll 0, check fail: %+v, %v", c, err)
+	}
+}

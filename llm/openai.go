@@ -35,6 +35,10 @@ type ProviderConfig struct {
 	// APIKey is sent as a bearer token and scrubbed from every error text.
 	// Empty sends no Authorization header (local servers).
 	APIKey string
+	// Key, when set, replaces APIKey: the key is read from it for every
+	// request, so a key rotated in its file (Key.Reload) is sent from the
+	// next request on.
+	Key *Key
 	// HTTPClient carries the calls; nil means a plain client. Leave its
 	// Timeout at 0: it would cut long streams, while ctx already bounds
 	// each call.
@@ -45,7 +49,7 @@ type ProviderConfig struct {
 // many endpoints that copy it (OpenRouter, vLLM, Ollama, LiteLLM...).
 type OpenAICompatible struct {
 	name   string
-	apiKey string
+	key    *Key
 	client *openai.Client
 }
 
@@ -62,11 +66,17 @@ func NewOpenAICompatible(cfg ProviderConfig) *OpenAICompatible {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	oc := openai.DefaultConfig(cfg.APIKey)
+	key := cfg.Key
+	if key == nil {
+		key = NewKey(cfg.Name, cfg.APIKey)
+	}
+	// No token for go-openai, which would fix it for the client's life:
+	// headerRecorder sets the key in use for each request.
+	oc := openai.DefaultConfig("")
 	oc.BaseURL = strings.TrimRight(base, "/")
-	oc.HTTPClient = headerRecorder{hc}
+	oc.HTTPClient = headerRecorder{next: hc, key: key}
 	oc.EmptyMessagesLimit = streamKeepaliveLimit
-	return &OpenAICompatible{name: cfg.Name, apiKey: cfg.APIKey, client: openai.NewClientWithConfig(oc)}
+	return &OpenAICompatible{name: cfg.Name, key: key, client: openai.NewClientWithConfig(oc)}
 }
 
 func baseURLFor(cfg ProviderConfig) string {
@@ -98,9 +108,17 @@ type responseInfoKey struct{}
 // ClientConfig.HTTPClient is an interface with Do) and copies the status
 // and Retry-After of each response into the responseInfo found in the
 // request's context, so concurrent calls never see each other's headers.
-type headerRecorder struct{ next *http.Client }
+// It also sets the Authorization header from the provider's Key, read at
+// each request, so a rotated key is used from the next request on.
+type headerRecorder struct {
+	next *http.Client
+	key  *Key
+}
 
 func (h headerRecorder) Do(req *http.Request) (*http.Response, error) {
+	if k := h.key.Get(); k != "" {
+		req.Header.Set("Authorization", "Bearer "+k)
+	}
 	resp, err := h.next.Do(req)
 	if err != nil {
 		return resp, err
@@ -419,15 +437,11 @@ func (c *OpenAICompatible) newError(model string, status int, retryable bool, ms
 	}
 }
 
-// scrub removes the API key from text that may echo it (some providers
-// quote the key they rejected) and bounds its length. Keys shorter than 8
-// characters are placeholders such as "none" for local servers; replacing
-// them would mangle ordinary words.
+// scrub removes the API key, and the keys it replaced, from text that may
+// echo it (some providers quote the key they rejected) and bounds its
+// length.
 func (c *OpenAICompatible) scrub(msg string) string {
-	if len(c.apiKey) >= 8 {
-		msg = strings.ReplaceAll(msg, c.apiKey, "[redacted]")
-	}
-	return boundMessage(msg)
+	return boundMessage(c.key.scrub(msg))
 }
 
 // boundMessage trims msg and cuts it to maxMessageLen bytes on a rune
@@ -541,4 +555,20 @@ func (c *OpenAICompatible) classifyTransport(model string, err error) *Error {
 	}
 	// Everything else is the network or a broken stream: worth another try.
 	return c.newError(model, 0, true, msg)
+}
+
+// CheckKey asks the provider whether it accepts the key, with its
+// cheapest authenticated request (GET /models, which costs no tokens). It
+// returns nil when the provider answered 2xx; an *Error whose KeyRejected
+// is true when it refused the key (401, 403); another *Error when the
+// check says nothing about the key (no /models on a compatible server, a
+// 5xx, the network), which callers should report as "could not check"
+// rather than as a bad key.
+func (c *OpenAICompatible) CheckKey(ctx context.Context) error {
+	info := &responseInfo{}
+	callCtx := context.WithValue(ctx, responseInfoKey{}, info)
+	if _, err := c.client.ListModels(callCtx); err != nil {
+		return c.classify(ctx, "", err, info)
+	}
+	return nil
 }

@@ -204,6 +204,18 @@ type Router struct {
 	breaker *Breaker
 }
 
+// Keys are the keys of the OpenAI-compatible providers, sorted by
+// provider: the ones read from files can be reloaded (ReloadKeys,
+// WatchKeys), and every client of the provider, those on allowed base URLs
+// included, sends the reloaded key from its next request.
+func (r *Router) Keys() []*Key {
+	var keys []*Key
+	for _, name := range slices.Sorted(maps.Keys(r.providers)) {
+		keys = append(keys, r.providers[name].Key)
+	}
+	return keys
+}
+
 // Breaker is the router's circuit breaker, nil when it has none.
 func (r *Router) Breaker() *Breaker { return r.breaker }
 
@@ -251,6 +263,10 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		if p.HTTPClient == nil {
 			p.HTTPClient = cfg.HTTPClient
 		}
+		if p.Key == nil {
+			p.Key = NewKey(p.Name, p.APIKey)
+		}
+		p.APIKey = "" // p.Key holds it, and may be rotated
 		c := NewOpenAICompatible(p)
 		r.clients[p.Name] = c
 		r.providers[p.Name] = p
@@ -514,7 +530,7 @@ func (r *Router) applyBaseURL(t *target, base string) error {
 	defer r.extraMu.Unlock()
 	c, ok := r.extra[key]
 	if !ok {
-		c = NewOpenAICompatible(ProviderConfig{Name: provider, BaseURL: configured, APIKey: pc.APIKey, HTTPClient: pc.HTTPClient})
+		c = NewOpenAICompatible(ProviderConfig{Name: provider, BaseURL: configured, Key: pc.Key, HTTPClient: pc.HTTPClient})
 		r.extra[key] = c
 	}
 	t.client = c

@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -180,6 +182,18 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) err
 	case llm.OfflineProvider:
 		log.Info("models without a provider are answered by the built-in offline model (placeholder text; results say offline)")
 	}
+	if r.worker {
+		// Only the processes that call models check their keys.
+		if err := app.CheckKeysAtStart(ctx, cfg, router, log); err != nil {
+			return err
+		}
+	}
+	// Key files are reread every LLM_KEY_FILE_POLL and on SIGHUP, which
+	// no longer ends the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go app.WatchKeys(ctx, cfg, router, hup, log)
 	if metricsListen != "" {
 		ready := api.Readiness{Database: api.HealthCheckFunc(st.Ping), Temporal: api.TemporalHealth(tc), Info: app.CircuitInfo(router.Breaker())}
 		srv, addr, err := listenAndServe(metricsListen, api.OpsHandler(tel.MetricsHandler(), ready), errc)
