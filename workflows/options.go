@@ -161,6 +161,16 @@ const (
 	// its original had at the fork point. Asked only by forks, all of
 	// which start with it; the marker says what a history is.
 	changeForkSeed = "fork-seed"
+	// changeIdleFlush: while the run is idle (paused, or waiting for an
+	// approval) every event it appends is stored at once, so runs/events
+	// trails the stream by one database write; such events waited for a
+	// batch of persistBatch or the next safe point.
+	changeIdleFlush = "idle-flush"
+	// changeSupervisorStandIn: a team supervisor whose decision fails for
+	// good (its retries and fallback models spent) hands its routing to a
+	// stand-in, the global supervisor's model with the team supervisor's
+	// prompt (TeamInput.SupervisorStandIn); the turn failed.
+	changeSupervisorStandIn = "supervisor-stand-in"
 )
 
 // recordFieldChanges asks, once at the start of a run's execution, for the
