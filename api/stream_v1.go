@@ -19,6 +19,10 @@ const (
 	// V1ExecutionBudget is not in spec 001: it carries the log's
 	// system.budget (a budget of the execution found spent).
 	V1ExecutionBudget = "execution_budget"
+	// V1SupervisorReassigned carries the log's
+	// system.supervisor_reassigned: spec 001's supervisor reassignment
+	// (error recovery 3), which its stream has no event for.
+	V1SupervisorReassigned = "supervisor_reassigned"
 )
 
 // Spec 001's source_type values.
@@ -62,6 +66,8 @@ type v1Event struct {
 //     final answer counts), or the run's end
 //   - system.budget → execution_budget (scope, team, agent, spent, limit,
 //     on_exceeded); it opens and closes nothing
+//   - system.supervisor_reassigned → supervisor_reassigned (the team
+//     supervisor's step: it ends the team's open worker, as its decisions do)
 //   - lifecycle.completed, .failed and .cancelled → execution_completed
 //     with status completed, failed or cancelled and result_url; any other
 //     lifecycle action (e.g. paused) → execution_<action>
@@ -163,6 +169,8 @@ func (t *v1Translator) translate(e models.Event) []v1Event {
 		return out
 	}
 	switch {
+	case e.Event.Category == models.CategorySystem && e.Event.Action == models.ActionSupervisorReassigned:
+		return append(out, v1Event{V1SupervisorReassigned, t.reassignedData(e, team)})
 	case e.Event.Category == models.CategoryDispatch && e.Event.Action == models.ActionTeam:
 		return append(out, t.dispatchTeam(e)...)
 	case e.Event.Category == models.CategoryDispatch && e.Event.Action == models.ActionWorker:
@@ -212,6 +220,20 @@ func (t *v1Translator) supervisorData(e models.Event) map[string]any {
 	d := t.base(e, V1SourceSupervisor)
 	d["supervisor_id"] = e.Source.AgentID
 	d["supervisor_name"] = e.Source.AgentName
+	return d
+}
+
+// reassignedData is a supervisor_reassigned event's data: the team
+// supervisor (supervisor_id), its team, and system.supervisor_reassigned's
+// fields.
+func (t *v1Translator) reassignedData(e models.Event, team string) map[string]any {
+	d := t.supervisorData(e)
+	d["team_id"] = t.teamID(team)
+	d["action"] = "supervisor_reassigned"
+	d["content"] = str(e.Data, "message")
+	for _, k := range []string{"stand_in_agent_id", "from_model", "to_model", "error"} {
+		d[k] = str(e.Data, k)
+	}
 	return d
 }
 

@@ -263,3 +263,27 @@ func TestV1TranslatorBudget(t *testing.T) {
 		t.Errorf("agent_completed = %v", evs[5].Data)
 	}
 }
+
+// TestV1TranslatorSupervisorReassigned: system.supervisor_reassigned
+// becomes supervisor_reassigned, naming the team supervisor, its stand-in
+// and both models; like the team supervisor's other steps it ends the
+// team's open worker first.
+func TestV1TranslatorSupervisorReassigned(t *testing.T) {
+	log := v1Log(
+		v1LogEntry{tTSA, "dispatch.worker", map[string]any{"worker_name": "wa", "worker_agent_id": "w-a"}},
+		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "one"}},
+		v1LogEntry{tTSA, "system.supervisor_reassigned", map[string]any{"agent_id": "ts-a", "stand_in_agent_id": "gs",
+			"team_name": "a", "from_model": "m-ts", "to_model": "m-gs", "error": "500", "message": "its routing passes"}},
+	)
+	types, evs := translateAll(newV1Translator("r1", "h1", map[string]string{"a": "team_a1"}), log)
+	want := []string{V1SupervisorRouting, V1AgentStarted, V1AgentProgress, V1AgentCompleted, V1SupervisorReassigned}
+	if !slices.Equal(types, want) {
+		t.Fatalf("types %q, want %q", types, want)
+	}
+	d := evs[4].Data
+	if d["source_type"] != V1SourceSupervisor || d["team_id"] != "team_a1" || d["stand_in_agent_id"] != "gs" ||
+		d["from_model"] != "m-ts" || d["to_model"] != "m-gs" || d["error"] != "500" || d["content"] != "its routing passes" ||
+		d["action"] != "supervisor_reassigned" || d["sequence"] != int64(3) {
+		t.Errorf("supervisor_reassigned = %v", d)
+	}
+}

@@ -80,6 +80,15 @@ func TestRecordReplayHistories(t *testing.T) {
 		e.waitRun(id, time.Minute)
 		e.exportRun(t, id, dir("paused"))
 	})
+	t.Run("reassigned", func(t *testing.T) {
+		// The research supervisor's model failing for good: its stand-in,
+		// the global supervisor's model, routes the turn (change
+		// supervisor-stand-in).
+		e := newEnv(t, standInRules(), withConfig(standInConfig))
+		id := e.startRun(e.createHierarchy(standInHierarchy()), "record reassigned")
+		e.waitRun(id, time.Minute)
+		e.exportRun(t, id, dir("reassigned"))
+	})
 	t.Run("routed", func(t *testing.T) {
 		rules := append([]llmfake.Rule{{SystemContains: "GS-DIAMOND", HasJSONSchema: true, Responses: contentResponses(
 			`{"action":"dispatch","targets":[{"target":"research","instruction":"r"}],"reason":"first"}`,

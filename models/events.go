@@ -30,6 +30,11 @@ const (
 	ActionError    = "error"
 	ActionFallback = "fallback" // llm.fallback: the call moves to the agent's next model
 	ActionBudget   = "budget"
+	// ActionSupervisorReassigned (system.supervisor_reassigned): a team
+	// supervisor's model failed for good, and its routing passed to its
+	// stand-in, the global supervisor's model with the team supervisor's
+	// prompt (spec 001's error recovery 3, supervisor reassignment).
+	ActionSupervisorReassigned = "supervisor_reassigned"
 )
 
 // Agent types in an event's source.

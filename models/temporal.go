@@ -258,6 +258,9 @@ type SuspendedTurn struct {
 	// Planned are dispatches the turn makes before asking its supervisor
 	// again (a fork's, see PlannedDispatch).
 	Planned []PlannedDispatch `json:"planned,omitempty"`
+	// Reassigned says the turn's routing had passed to its supervisor's
+	// stand-in (TeamInput.SupervisorStandIn).
+	Reassigned bool `json:"reassigned,omitempty"`
 }
 
 // PersistEventsInput stores a run's events.
@@ -408,6 +411,12 @@ type TeamInput struct {
 	// PreviousContext is what the team supervisor sees of the run this
 	// one follows up (RunInput.Previous); empty for other runs.
 	PreviousContext []ContextItem `json:"previous_context,omitempty"`
+	// SupervisorStandIn is who routes for the team supervisor when its
+	// model fails for good: the global supervisor's LLM settings (model,
+	// provider, endpoint, fallbacks), used with the team supervisor's own
+	// prompt. nil in runs from before supervisor reassignment, whose team
+	// turns fail with their supervisor.
+	SupervisorStandIn *Agent `json:"supervisor_stand_in,omitempty"`
 }
 
 // TeamResult is what a TeamWorkflow returns.

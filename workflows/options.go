@@ -168,6 +168,16 @@ const (
 	// EXECUTION_FAILED. Asked where such a failure is recorded (keyFailureCode),
 	// so only runs that meet one carry the marker.
 	changeKeyRejectedCode = "key-rejected-code"
+	// changeIdleFlush: while the run is idle (paused, or waiting for an
+	// approval) every event it appends is stored at once, so runs/events
+	// trails the stream by one database write; such events waited for a
+	// batch of persistBatch or the next safe point.
+	changeIdleFlush = "idle-flush"
+	// changeSupervisorStandIn: a team supervisor whose decision fails for
+	// good (its retries and fallback models spent) hands its routing to a
+	// stand-in, the global supervisor's model with the team supervisor's
+	// prompt (TeamInput.SupervisorStandIn); the turn failed.
+	changeSupervisorStandIn = "supervisor-stand-in"
 )
 
 // recordFieldChanges asks, once at the start of a run's execution, for the

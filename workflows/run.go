@@ -65,6 +65,12 @@ type runWorkflow struct {
 	// approvals holds the run's open approval gates; nil without them
 	// (changeApprovals).
 	approvals *approvalBook
+	// idleFlush stores every event at once while the run is idle
+	// (changeIdleFlush).
+	idleFlush bool
+	// standIn gives team turns their supervisor's stand-in
+	// (changeSupervisorStandIn).
+	standIn bool
 }
 
 // RunWorkflow runs a hierarchy on a task: the global supervisor picks a
@@ -100,6 +106,8 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	w.in.Options.Approvals = workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) == 1 && w.inlineTeams && w.gate != nil
 	w.approvals = newApprovalBook(w)
 	w.in.Options = recordBudgets(ctx, w.in.Options)
+	w.idleFlush = workflow.GetVersion(ctx, changeIdleFlush, workflow.DefaultVersion, 1) == 1
+	w.standIn = workflow.GetVersion(ctx, changeSupervisorStandIn, workflow.DefaultVersion, 1) == 1
 	if w.gate != nil && w.state.Status == models.RunPaused {
 		w.gate.paused = true // paused across continue-as-new
 	}
@@ -171,7 +179,7 @@ func (w *runWorkflow) persistLoop(ctx workflow.Context) {
 	for {
 		_ = workflow.Await(ctx, func() bool {
 			pending := log.LastSequence - log.Persisted
-			return pending >= persistBatch || (pending > 0 && w.persistUpTo > log.Persisted)
+			return pending >= persistBatch || (pending > 0 && (w.persistUpTo > log.Persisted || w.idle()))
 		})
 		events := log.Unpersisted()
 		if len(events) == 0 {
@@ -184,6 +192,16 @@ func (w *runWorkflow) persistLoop(ctx workflow.Context) {
 		}
 		log.MarkPersisted(events[len(events)-1].Sequence, keepEvents)
 	}
+}
+
+// idle reports whether the run is waiting on a person (paused, or an
+// approval gate open) in a run with changeIdleFlush. What it appends then
+// (the end of work in flight when the pause came, events of turns still at
+// work beside a gate) is stored at once, in the workflow task that appends
+// it, rather than when persistBatch events have gathered: a run may wait
+// for hours, and runs/events must not lag the stream for as long.
+func (w *runWorkflow) idle() bool {
+	return w.idleFlush && (w.gate.held() || w.approvals.waiting())
 }
 
 // persistAll waits until every event appended so far is stored.
@@ -763,6 +781,23 @@ func (w *runWorkflow) teamInput(team *models.Team, instruction string, turn int)
 		PriorContext:  bounded(teamItems(w.contextFor(team.Name)), w.in.Options),
 		// A follow-up run's team supervisors see the previous run too.
 		PreviousContext: w.previousContext(),
+		// The team supervisor's stand-in when its model fails for good.
+		SupervisorStandIn: w.supervisorStandIn(),
+	}
+}
+
+// supervisorStandIn is the LLM settings of the global supervisor, which
+// route for a team supervisor whose model fails for good (team.go); nil in
+// runs from before changeSupervisorStandIn. Only the settings travel: the
+// stand-in keeps the team supervisor's prompt and identity.
+func (w *runWorkflow) supervisorStandIn() *models.Agent {
+	if !w.standIn {
+		return nil
+	}
+	gs := w.hier.GlobalSupervisor
+	return &models.Agent{
+		AgentID: gs.AgentID, Name: gs.Name, Model: gs.Model, Provider: gs.Provider, BaseURL: gs.BaseURL,
+		Region: gs.Region, Timeout: gs.Timeout, FallbackModels: gs.FallbackModels,
 	}
 }
 

@@ -63,12 +63,20 @@ type fakeActivities struct {
 	// dispatch.worker events, as the real Decide does (fork tests read
 	// them).
 	dispatchEvents bool
+	// failDecide, when it returns an error, fails a decision attempt
+	// before the script is consulted (every attempt is recorded).
+	failDecide func(in models.DecideInput) error
 }
 
 func (f *fakeActivities) decide(_ context.Context, in models.DecideInput) (*models.Decision, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.decides = append(f.decides, in)
+	if f.failDecide != nil {
+		if err := f.failDecide(in); err != nil {
+			return nil, err
+		}
+	}
 	script := f.decisions[in.Source.AgentID]
 	if len(script) == 0 {
 		return &models.Decision{Action: models.DecisionFinish, Usage: models.Usage{TotalTokens: 1}}, nil

@@ -7,6 +7,8 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/op-stack/executor/models"
 )
 
@@ -31,6 +33,9 @@ type TeamState struct {
 	// budget checks the run's budget before each step (inline turns of
 	// runs with one); nil: no budget.
 	budget *turnBudget
+	// Reassigned: the supervisor's model failed for good and its stand-in
+	// (Input.SupervisorStandIn) routes for the rest of the turn.
+	Reassigned bool `json:"reassigned,omitempty"`
 }
 
 // takeGuidance is the guidance waiting for an agent, taken.
@@ -147,10 +152,9 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 		d, planned := s.takePlanned(ctx, sink, source, options)
 		if !planned {
 			s.Iteration++
-			dctx := llmContext(ctx, in.Options, agentSummary(team.Name, team.Supervisor, in.Options), team.Supervisor)
-			if err := workflow.ExecuteActivity(dctx, a.Decide, models.DecideInput{
+			din := models.DecideInput{
 				RunID:        in.RunID,
-				Supervisor:   team.Supervisor,
+				Supervisor:   s.supervisor(),
 				Source:       source,
 				Task:         in.Task,
 				Instruction:  in.Instruction,
@@ -164,8 +168,17 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 				ReturnEvents: sink.returnsEvents(),
 				DeferWrites:  in.Options.DeferWrites,
 				Guidance:     s.takeGuidance(team.Supervisor.AgentID),
-			}).Get(ctx, &d); err != nil {
-				return nil, llmError(err, source, team.Supervisor, in.Options)
+			}
+			var err error
+			if d, err = teamDecide(ctx, team.Name, din); err != nil {
+				if !s.reassign(ctx, sink, source, err) {
+					return nil, llmError(err, source, din.Supervisor, in.Options)
+				}
+				// The stand-in decides this step, and the turn's next ones.
+				din.Supervisor = s.supervisor()
+				if d, err = teamDecide(ctx, team.Name, din); err != nil {
+					return nil, llmError(err, source, din.Supervisor, in.Options)
+				}
 			}
 			sink.apply(d.Events)
 			if err := saveAnswer(ctx, in.Options, models.AnswerRecord{RunID: in.RunID, Calls: d.Calls}); err != nil {
@@ -257,6 +270,70 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 	}, nil
 }
 
+// teamDecide runs a team supervisor's decision.
+func teamDecide(ctx workflow.Context, team string, in models.DecideInput) (models.Decision, error) {
+	var d models.Decision
+	o := in.RunOptions
+	dctx := llmContext(ctx, o, agentSummary(team, in.Supervisor, o), in.Supervisor)
+	err := workflow.ExecuteActivity(dctx, a.Decide, in).Get(ctx, &d)
+	return d, err
+}
+
+// supervisor is who makes the turn's decisions: its team supervisor, or
+// once reassigned its stand-in.
+func (s *TeamState) supervisor() models.Agent {
+	if s.Reassigned {
+		return standInFor(s.Input.Team.Supervisor, *s.Input.SupervisorStandIn)
+	}
+	return s.Input.Team.Supervisor
+}
+
+// standInFor is the stand-in of team supervisor ts: ts itself (its
+// agent_id, name, role, prompt, temperature and token limit: it still
+// routes as the team's supervisor) calling the global supervisor's model
+// (gs: its model, provider, endpoint, region, time limit and fallbacks).
+func standInFor(ts, gs models.Agent) models.Agent {
+	a := ts
+	a.Model, a.Provider, a.BaseURL, a.Region = gs.Model, gs.Provider, gs.BaseURL, gs.Region
+	a.Timeout, a.FallbackModels = gs.Timeout, gs.FallbackModels
+	return a
+}
+
+// reassign hands the turn's routing to its supervisor's stand-in after the
+// supervisor's decision failed with err, and says so on the stream
+// (system.supervisor_reassigned) and in the turn's warnings. It reports
+// false, changing nothing, when the turn has no stand-in (a run from
+// before changeSupervisorStandIn), has handed over already, was
+// cancelled, or the stand-in would call the very model that failed.
+func (s *TeamState) reassign(ctx workflow.Context, sink eventSink, source models.Source, err error) bool {
+	in := s.Input
+	if in.SupervisorStandIn == nil || s.Reassigned || ctx.Err() != nil || temporal.IsCanceledError(err) {
+		return false
+	}
+	ts := in.Team.Supervisor
+	standIn := standInFor(ts, *in.SupervisorStandIn)
+	o := in.Options
+	from, to := o.ModelFor(ts), o.ModelFor(standIn)
+	if from == to && ts.Provider == standIn.Provider && ts.BaseURL == standIn.BaseURL && ts.Region == standIn.Region {
+		return false
+	}
+	s.Reassigned = true
+	msg := fmt.Sprintf("team supervisor %q (agent_id %s) of team %q failed on model %q: %s; its routing passes to the global supervisor's model %q (agent_id %s) for the rest of the turn",
+		ts.Name, ts.AgentID, in.Team.Name, from, failureMessage(llmError(err, source, ts, o)), to, in.SupervisorStandIn.AgentID)
+	s.Warnings = append(s.Warnings, msg)
+	sink.emit(ctx, source, models.CategorySystem, models.ActionSupervisorReassigned, map[string]any{
+		"agent_id":          ts.AgentID,
+		"stand_in_agent_id": in.SupervisorStandIn.AgentID,
+		"team_name":         in.Team.Name,
+		"from_model":        from,
+		"to_model":          to,
+		"error":             failureMessage(llmError(err, source, ts, o)),
+		"message":           msg,
+		"iteration":         s.Iteration,
+	})
+	return true
+}
+
 // errSuspended ends a team turn stopped for the run to continue as new.
 var errSuspended = errors.New("team turn suspended for continue-as-new")
 
@@ -264,13 +341,13 @@ var errSuspended = errors.New("team turn suspended for continue-as-new")
 func suspendedTurn(s *TeamState, output models.TeamOutput) *models.SuspendedTurn {
 	return &models.SuspendedTurn{
 		Output: output, Input: s.Input, Iteration: s.Iteration, Outputs: s.Outputs,
-		Dispatched: s.Dispatched, Warnings: s.Warnings, Usage: s.Usage, Planned: s.Planned,
+		Dispatched: s.Dispatched, Warnings: s.Warnings, Usage: s.Usage, Planned: s.Planned, Reassigned: s.Reassigned,
 	}
 }
 
 // resumedState is a stopped turn's state again.
 func resumedState(t models.SuspendedTurn) *TeamState {
-	return &TeamState{Input: t.Input, Iteration: t.Iteration, Outputs: t.Outputs, Dispatched: t.Dispatched, Warnings: t.Warnings, Usage: t.Usage, Planned: t.Planned}
+	return &TeamState{Input: t.Input, Iteration: t.Iteration, Outputs: t.Outputs, Dispatched: t.Dispatched, Warnings: t.Warnings, Usage: t.Usage, Planned: t.Planned, Reassigned: t.Reassigned}
 }
 
 // turnUsage is a team turn's usage: its supervisor's and its workers'.
