@@ -83,6 +83,13 @@ type publisher struct {
 	producer string
 	attempt  int32
 	calls    int // LLM calls made by this attempt, for their record ids
+	// callKey names the activity across its attempts (workflow id,
+	// Temporal run id, activity id): its received answers are kept under
+	// it (see keptAnswer); "" outside an activity, which keeps none.
+	callKey string
+	// answers counts the answers this attempt has received or reused, for
+	// the ordinal of the next one.
+	answers int
 	// deferWrites keeps the successful calls' usage records in records,
 	// for the activity's result, rather than writing them.
 	deferWrites bool
@@ -122,7 +129,8 @@ func (a *Activities) newPublisher(ctx context.Context, runID string) *publisher 
 		info := activity.GetInfo(ctx)
 		// The Temporal run id makes the producer unique across
 		// continue-as-new, where activity ids start again from 1.
-		p.producer = fmt.Sprintf("%s/%s/%s/%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
+		p.callKey = fmt.Sprintf("%s/%s/%s", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)
+		p.producer = fmt.Sprintf("%s/%d", p.callKey, info.Attempt)
 		p.attempt = info.Attempt
 	}
 	interval := a.FlushInterval
