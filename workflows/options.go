@@ -161,6 +161,11 @@ const (
 	// its original had at the fork point. Asked only by forks, all of
 	// which start with it; the marker says what a history is.
 	changeForkSeed = "fork-seed"
+	// changeAttemptOrder: the log keeps an LLM call's attempts apart
+	// (models.EventLog.ApplyAttemptBatch): a repeated attempt is always
+	// announced by an llm.retry before its text, a replaced attempt's late
+	// batches are dropped, and a kept answer's usage is reported once.
+	changeAttemptOrder = "attempt-order"
 )
 
 // recordFieldChanges asks, once at the start of a run's execution, for the

@@ -65,6 +65,9 @@ type runWorkflow struct {
 	// approvals holds the run's open approval gates; nil without them
 	// (changeApprovals).
 	approvals *approvalBook
+	// attemptOrder keeps an LLM call's attempts apart in the log
+	// (changeAttemptOrder).
+	attemptOrder bool
 }
 
 // RunWorkflow runs a hierarchy on a task: the global supervisor picks a
@@ -100,6 +103,7 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	w.in.Options.Approvals = workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) == 1 && w.inlineTeams && w.gate != nil
 	w.approvals = newApprovalBook(w)
 	w.in.Options = recordBudgets(ctx, w.in.Options)
+	w.attemptOrder = workflow.GetVersion(ctx, changeAttemptOrder, workflow.DefaultVersion, 1) == 1
 	if w.gate != nil && w.state.Status == models.RunPaused {
 		w.gate.paused = true // paused across continue-as-new
 	}
@@ -214,6 +218,7 @@ func (w *runWorkflow) continueAsNewIfLong(ctx workflow.Context) error {
 	// returns only once its batches are delivered), and the next execution's
 	// producers carry its own Temporal run id: the map would only grow.
 	w.state.Log.Producers = nil
+	w.state.Log.Attempts = nil
 	w.state.Generation++
 	next := w.in
 	next.State = w.state
@@ -1192,7 +1197,12 @@ func (w *runWorkflow) drainSignals() {
 // applyBatch appends an activity's events, once per batch, and follows
 // dispatch events to keep the progress current.
 func (w *runWorkflow) applyBatch(b models.EventBatch) []models.Event {
-	applied := w.state.Log.ApplyBatch(b)
+	var applied []models.Event
+	if w.attemptOrder {
+		applied = w.state.Log.ApplyAttemptBatch(b)
+	} else {
+		applied = w.state.Log.ApplyBatch(b)
+	}
 	for _, e := range applied {
 		switch {
 		case e.Event.Category == models.CategoryDispatch && e.Event.Action == models.ActionWorker:
