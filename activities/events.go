@@ -90,6 +90,9 @@ type publisher struct {
 	// answers counts the answers this attempt has received or reused, for
 	// the ordinal of the next one.
 	answers int
+	// keeping counts the answers being kept (keepAnswer); close waits for
+	// them.
+	keeping sync.WaitGroup
 	// deferWrites keeps the successful calls' usage records in records,
 	// for the activity's result, rather than writing them.
 	deferWrites bool
@@ -231,7 +234,9 @@ func (p *publisher) flushSoon() {
 }
 
 // close sends what is left and stops the sender. It returns once every
-// queued event has been handed to the sink.
+// queued event has been handed to the sink and every received answer is
+// kept (keepAnswer): the activity returns, and so reports its completion,
+// only after that.
 func (p *publisher) close() {
 	select {
 	case <-p.done:
@@ -239,6 +244,7 @@ func (p *publisher) close() {
 		close(p.done)
 	}
 	<-p.stopped
+	p.keeping.Wait()
 }
 
 // finish ends a successful attempt. With keep, the events still queued are

@@ -74,7 +74,10 @@ func (a *Activities) keptAnswer(ctx context.Context, pub *publisher, fingerprint
 }
 
 // keepAnswer stores a received answer and its usage record for later
-// attempts of the activity. A failure is logged: the answer is still
+// attempts of the activity. The write runs beside the rest of the attempt
+// (its last events, its result) and the publisher's close waits for it, so
+// it is done before the activity can report its completion without adding
+// its latency to every call. A failure is logged: the answer is still
 // returned, and only a lost completion on top of it would repeat the call.
 func (a *Activities) keepAnswer(ctx context.Context, pub *publisher, fingerprint string, resp *llm.Response, rec models.LLMCallRecord) {
 	if a.Store == nil || pub.callKey == "" {
@@ -84,14 +87,18 @@ func (a *Activities) keepAnswer(ctx context.Context, pub *publisher, fingerprint
 	if err != nil {
 		return
 	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keptAnswerTimeout)
-	defer cancel()
-	err = a.Store.KeepAnswer(wctx, store.KeptAnswer{
+	k := store.KeptAnswer{
 		CallKey: pub.callKey, Ordinal: pub.answers, RunID: pub.runID, Fingerprint: fingerprint, Response: string(raw), Record: rec,
-	})
-	if err != nil {
-		a.logger(ctx).Warn("keep LLM answer", "run_id", pub.runID, "call_id", rec.ID, "error", err)
 	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keptAnswerTimeout)
+	pub.keeping.Add(1)
+	go func() {
+		defer pub.keeping.Done()
+		defer cancel()
+		if err := a.Store.KeepAnswer(wctx, k); err != nil {
+			a.logger(ctx).Warn("keep LLM answer", "run_id", pub.runID, "llm_call_id", rec.ID, "error", err)
+		}
+	}()
 }
 
 // replayKept streams a kept answer to the run as this attempt's text (the
