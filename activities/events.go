@@ -83,6 +83,16 @@ type publisher struct {
 	producer string
 	attempt  int32
 	calls    int // LLM calls made by this attempt, for their record ids
+	// callKey names the activity across its attempts (workflow id,
+	// Temporal run id, activity id): its received answers are kept under
+	// it (see keptAnswer); "" outside an activity, which keeps none.
+	callKey string
+	// answers counts the answers this attempt has received or reused, for
+	// the ordinal of the next one.
+	answers int
+	// keeping counts the answers being kept (keepAnswer); close waits for
+	// them.
+	keeping sync.WaitGroup
 	// deferWrites keeps the successful calls' usage records in records,
 	// for the activity's result, rather than writing them.
 	deferWrites bool
@@ -122,7 +132,8 @@ func (a *Activities) newPublisher(ctx context.Context, runID string) *publisher 
 		info := activity.GetInfo(ctx)
 		// The Temporal run id makes the producer unique across
 		// continue-as-new, where activity ids start again from 1.
-		p.producer = fmt.Sprintf("%s/%s/%s/%d", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
+		p.callKey = fmt.Sprintf("%s/%s/%s", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)
+		p.producer = fmt.Sprintf("%s/%d", p.callKey, info.Attempt)
 		p.attempt = info.Attempt
 	}
 	interval := a.FlushInterval
@@ -223,7 +234,9 @@ func (p *publisher) flushSoon() {
 }
 
 // close sends what is left and stops the sender. It returns once every
-// queued event has been handed to the sink.
+// queued event has been handed to the sink and every received answer is
+// kept (keepAnswer): the activity returns, and so reports its completion,
+// only after that.
 func (p *publisher) close() {
 	select {
 	case <-p.done:
@@ -231,6 +244,7 @@ func (p *publisher) close() {
 		close(p.done)
 	}
 	<-p.stopped
+	p.keeping.Wait()
 }
 
 // finish ends a successful attempt. With keep, the events still queued are

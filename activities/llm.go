@@ -272,6 +272,25 @@ func (a *Activities) call(ctx context.Context, pub *publisher, source models.Sou
 		// agent's text from it.
 		pub.emit(pub.event(source, models.CategoryLLM, models.ActionRetry, map[string]any{"previous_attempt": pub.attempt - 1}))
 	}
+	fingerprint := requestFingerprint(req)
+	if resp, rec := a.keptAnswer(ctx, pub, fingerprint); resp != nil {
+		// An earlier attempt received this answer and could not report it:
+		// it is used as it is, without a request (see kept.go).
+		pub.replayKept(source, resp, extra)
+		pub.calls++
+		pub.answers++
+		a.runLogger(ctx, pub.runID, source).Info("LLM answer kept by an earlier attempt used; the model is not asked again",
+			"llm_call_id", rec.ID, "model", rec.Model, "purpose", purpose)
+		data := usageEventData(a.usage(resp, rec.Model), rec.Model, rec.ID, purpose, extra)
+		data["kept"] = true
+		pub.emitLast(pub.event(source, models.CategoryLLM, models.ActionUsage, data))
+		if pub.deferWrites {
+			// Stored already (KeepAnswer); SaveAnswer stores it once more,
+			// which changes nothing, and drops the kept answer.
+			pub.records = append(pub.records, *rec)
+		}
+		return resp, nil, nil
+	}
 	start := time.Now()
 	var firstToken time.Duration
 	resp, err := a.LLM.Stream(ctx, req, func(d llm.Delta) {
@@ -307,6 +326,10 @@ func (a *Activities) call(ctx context.Context, pub *publisher, source models.Sou
 		if usd, ok := a.cost(call.Model, resp.Usage); ok {
 			call.CostUSD = &usd
 		}
+		// Kept before anything else can fail or hang (event delivery, the
+		// completion): a later attempt uses it instead of paying again.
+		pub.answers++
+		a.keepAnswer(ctx, pub, fingerprint, resp, call)
 	}
 	log := a.runLogger(ctx, pub.runID, source)
 	a.observeLLMCall(log, purpose, req, resp, err, ctx.Err() != nil, latency, firstToken)
@@ -315,20 +338,7 @@ func (a *Activities) call(ctx context.Context, pub *publisher, source models.Sou
 		if !u.CostUnknown {
 			a.Metrics.AddLLMCost(call.Model, pub.tenant, u.CostUSD)
 		}
-		// llm.usage: what the call used and cost, tagged with its agent
-		// like every llm.* event.
-		data := map[string]any{"model": call.Model, "prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens,
-			"total_tokens": u.TotalTokens, "cached_tokens": u.CachedTokens, "cache_write_tokens": u.CacheWriteTokens,
-			"reasoning_tokens": u.ReasoningTokens, "purpose": purpose}
-		if u.CostUnknown {
-			data["cost_usd"], data["cost_unknown"] = nil, true
-		} else {
-			data["cost_usd"] = u.CostUSD
-		}
-		for k, v := range extra {
-			data[k] = v
-		}
-		pub.emitLast(pub.event(source, models.CategoryLLM, models.ActionUsage, data))
+		pub.emitLast(pub.event(source, models.CategoryLLM, models.ActionUsage, usageEventData(u, call.Model, call.ID, purpose, extra)))
 	}
 	switch {
 	case err == nil && pub.deferWrites:
@@ -349,6 +359,24 @@ func (a *Activities) call(ctx context.Context, pub *publisher, source models.Sou
 		return nil, err, a.llmFailure(ctx, source, req.Model, err, pub.retryMax)
 	}
 	return resp, nil, nil
+}
+
+// usageEventData is an llm.usage event's data: what the call used and
+// cost, and llm_call_id, its usage record, by which a consumer counts a
+// call once (an attempt that uses a kept answer reports it again).
+func usageEventData(u models.Usage, model, callID, purpose string, extra map[string]any) map[string]any {
+	data := map[string]any{"model": model, "prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens,
+		"total_tokens": u.TotalTokens, "cached_tokens": u.CachedTokens, "cache_write_tokens": u.CacheWriteTokens,
+		"reasoning_tokens": u.ReasoningTokens, "purpose": purpose, "llm_call_id": callID}
+	if u.CostUnknown {
+		data["cost_usd"], data["cost_unknown"] = nil, true
+	} else {
+		data["cost_usd"] = u.CostUSD
+	}
+	for k, v := range extra {
+		data[k] = v
+	}
+	return data
 }
 
 // observeLLMCall counts one LLM call attempt in the metrics and logs it:

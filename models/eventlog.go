@@ -1,6 +1,10 @@
 package models
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+)
 
 // Query page limits: a query result stays well under 1 MB.
 const (
@@ -21,6 +25,10 @@ type EventLog struct {
 	Persisted int64 `json:"persisted"`
 	// Producers maps an activity attempt to the last batch applied from it.
 	Producers map[string]int `json:"producers"`
+	// Attempts maps an LLM activity whose attempts were repeated to the
+	// latest attempt applied (ApplyAttemptBatch); first attempts are not
+	// in it.
+	Attempts map[string]int32 `json:"attempts,omitempty"`
 }
 
 // Append assigns e the next sequence number and appends it.
@@ -118,4 +126,130 @@ func (l *EventLog) MarkPersisted(seq int64, keep int) {
 	if drop > 0 {
 		l.Events = append([]Event(nil), l.Events[drop:]...)
 	}
+}
+
+// AttemptOf splits the producer of an activity attempt's batches
+// ("<workflow id>/<run id>/<activity id>/<attempt>") into the activity and
+// the attempt; ok is false for every other producer (child workflows,
+// events the workflow makes itself).
+func AttemptOf(producer string) (activity string, attempt int32, ok bool) {
+	i := strings.LastIndexByte(producer, '/')
+	if i <= 0 || strings.Count(producer[:i], "/") < 2 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(producer[i+1:], 10, 32)
+	if err != nil || n < 1 {
+		return "", 0, false
+	}
+	return producer[:i], int32(n), true
+}
+
+// llmCallBatch says whether a batch holds an LLM call's events (text,
+// retries, fallbacks, usage), as opposed to a tool call's.
+func llmCallBatch(events []Event) bool {
+	for _, e := range events {
+		if e.Event.Category != CategoryLLM {
+			continue
+		}
+		switch e.Event.Action {
+		case ActionStream, ActionReasoning, ActionRetry, ActionUsage, ActionFallback:
+			return true
+		}
+	}
+	return false
+}
+
+// ApplyAttemptBatch is ApplyBatch keeping every LLM call's attempts apart
+// in the log, whatever ended the earlier ones (a worker killed, a Temporal
+// outage, a heartbeat timeout):
+//
+//   - the first batch of a new attempt (after the first) starts with its
+//     llm.retry: when the attempt's own announcement was lost, the log
+//     makes one, so a client drops the earlier attempt's text before the
+//     new attempt's first delta;
+//   - a batch of an attempt older than one already applied is dropped: an
+//     attempt that lost its activity (its heartbeats failed during an
+//     outage, so it never learnt that it was replaced) may still be
+//     streaming, and its late text would be glued to the new attempt's;
+//   - an llm.usage of a kept answer (data kept: true) whose llm_call_id
+//     the held log has reported already is dropped: that call's spend is
+//     in the log once.
+func (l *EventLog) ApplyAttemptBatch(b EventBatch) []Event {
+	activity, attempt, ok := AttemptOf(b.Producer)
+	if !ok || !llmCallBatch(b.Events) {
+		return l.ApplyBatch(b)
+	}
+	if b.Seq <= l.Producers[b.Producer] {
+		return nil // applied already
+	}
+	latest := l.Attempts[activity]
+	if attempt < latest {
+		return nil // a replaced attempt's late batch: its text is void
+	}
+	events := make([]Event, 0, len(b.Events)+1)
+	if attempt > 1 && attempt > latest {
+		if l.Attempts == nil {
+			l.Attempts = map[string]int32{}
+		}
+		l.Attempts[activity] = attempt
+		if retry, ok := announceAttempt(b.Events, attempt); ok {
+			events = append(events, retry)
+		}
+	}
+	for _, e := range b.Events {
+		if l.reportedUsage(e) {
+			continue
+		}
+		events = append(events, e)
+	}
+	b.Events = events
+	return l.ApplyBatch(b)
+}
+
+// announceAttempt is the llm.retry the first batch of attempt lacks, ok
+// false when it has its own.
+func announceAttempt(events []Event, attempt int32) (Event, bool) {
+	var first *Event
+	for i, e := range events {
+		if e.Event.Category != CategoryLLM {
+			continue
+		}
+		if e.Event.Action == ActionRetry {
+			return Event{}, false
+		}
+		if first == nil {
+			first = &events[i]
+		}
+	}
+	if first == nil {
+		return Event{}, false
+	}
+	return Event{
+		RunID: first.RunID, Timestamp: first.Timestamp, Source: first.Source,
+		Event: EventKind{Category: CategoryLLM, Action: ActionRetry},
+		Data: map[string]any{"agent_id": first.Source.AgentID, "content": "", "attempt": attempt,
+			"previous_attempt": attempt - 1},
+	}, true
+}
+
+// reportedUsage says whether e is a kept answer's llm.usage whose call the
+// held log has reported already.
+func (l *EventLog) reportedUsage(e Event) bool {
+	if e.Event.Category != CategoryLLM || e.Event.Action != ActionUsage {
+		return false
+	}
+	if kept, _ := e.Data["kept"].(bool); !kept {
+		return false
+	}
+	id, _ := e.Data["llm_call_id"].(string)
+	if id == "" {
+		return false
+	}
+	for i := len(l.Events) - 1; i >= 0; i-- {
+		h := l.Events[i]
+		if h.Event.Category == CategoryLLM && h.Event.Action == ActionUsage && h.Data["llm_call_id"] == id {
+			return true
+		}
+	}
+	return false
 }

@@ -87,7 +87,7 @@ func (s *Store) SaveAnswer(ctx context.Context, rec models.AnswerRecord) error {
 				return fmt.Errorf("record LLM call %s: %w", c.ID, err)
 			}
 		}
-		return nil
+		return forgetAnswers(tx, rec.Calls)
 	})
 }
 

@@ -264,6 +264,12 @@ func (s *Store) UpdateRunStatus(ctx context.Context, u models.RunStatusUpdate) (
 			return false, models.Errorf(models.CodeExecutionNotFound, "run %q not found", u.RunID)
 		}
 	}
+	if res.RowsAffected > 0 && models.IsTerminal(u.Status) {
+		// The run's answers kept for retried attempts (those SaveAnswer did
+		// not drop: runs that store their answers in the activity) are of
+		// no use once it has ended. Best effort: the status is written.
+		s.db.WithContext(ctx).Where("run_id = ?", u.RunID).Delete(&keptAnswerRow{})
+	}
 	return res.RowsAffected > 0, nil
 }
 

@@ -178,6 +178,11 @@ const (
 	// stand-in, the global supervisor's model with the team supervisor's
 	// prompt (TeamInput.SupervisorStandIn); the turn failed.
 	changeSupervisorStandIn = "supervisor-stand-in"
+	// changeAttemptOrder: the log keeps an LLM call's attempts apart
+	// (models.EventLog.ApplyAttemptBatch): a repeated attempt is always
+	// announced by an llm.retry before its text, a replaced attempt's late
+	// batches are dropped, and a kept answer's usage is reported once.
+	changeAttemptOrder = "attempt-order"
 )
 
 // recordFieldChanges asks, once at the start of a run's execution, for the

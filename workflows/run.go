@@ -71,6 +71,9 @@ type runWorkflow struct {
 	// standIn gives team turns their supervisor's stand-in
 	// (changeSupervisorStandIn).
 	standIn bool
+	// attemptOrder keeps an LLM call's attempts apart in the log
+	// (changeAttemptOrder).
+	attemptOrder bool
 }
 
 // RunWorkflow runs a hierarchy on a task: the global supervisor picks a
@@ -108,6 +111,7 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	w.in.Options = recordBudgets(ctx, w.in.Options)
 	w.idleFlush = workflow.GetVersion(ctx, changeIdleFlush, workflow.DefaultVersion, 1) == 1
 	w.standIn = workflow.GetVersion(ctx, changeSupervisorStandIn, workflow.DefaultVersion, 1) == 1
+	w.attemptOrder = workflow.GetVersion(ctx, changeAttemptOrder, workflow.DefaultVersion, 1) == 1
 	if w.gate != nil && w.state.Status == models.RunPaused {
 		w.gate.paused = true // paused across continue-as-new
 	}
@@ -232,6 +236,7 @@ func (w *runWorkflow) continueAsNewIfLong(ctx workflow.Context) error {
 	// returns only once its batches are delivered), and the next execution's
 	// producers carry its own Temporal run id: the map would only grow.
 	w.state.Log.Producers = nil
+	w.state.Log.Attempts = nil
 	w.state.Generation++
 	next := w.in
 	next.State = w.state
@@ -1243,7 +1248,12 @@ func (w *runWorkflow) drainSignals() {
 // applyBatch appends an activity's events, once per batch, and follows
 // dispatch events to keep the progress current.
 func (w *runWorkflow) applyBatch(b models.EventBatch) []models.Event {
-	applied := w.state.Log.ApplyBatch(b)
+	var applied []models.Event
+	if w.attemptOrder {
+		applied = w.state.Log.ApplyAttemptBatch(b)
+	} else {
+		applied = w.state.Log.ApplyBatch(b)
+	}
 	for _, e := range applied {
 		switch {
 		case e.Event.Category == models.CategoryDispatch && e.Event.Action == models.ActionWorker:
