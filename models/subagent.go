@@ -32,14 +32,17 @@ type SubAgent struct {
 	Region   string `json:"region,omitempty"`
 	Timeout  int    `json:"timeout,omitempty"`
 	// FallbackModels as an agent's (issue 15).
-	FallbackModels []string  `json:"fallback_models,omitempty"`
-	Tools          []string  `json:"tools"`          // tool keys from the registry
-	SubAgents      []string  `json:"sub_agents"`     // names of sub-agents it may delegate to
-	MaxDepth       int       `json:"max_depth"`      // deepest nesting below the run's agents it may be called at
-	MaxIterations  int       `json:"max_iterations"` // model turns per task (tool rounds)
-	Enabled        bool      `json:"enabled"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	FallbackModels []string `json:"fallback_models,omitempty"`
+	Tools          []string `json:"tools"`          // tool keys from the registry
+	SubAgents      []string `json:"sub_agents"`     // names of sub-agents it may delegate to
+	MaxDepth       int      `json:"max_depth"`      // deepest nesting below the run's agents it may be called at
+	MaxIterations  int      `json:"max_iterations"` // model turns per task (tool rounds)
+	Enabled        bool     `json:"enabled"`
+	// Version counts the definition's writes (spec 003 §7.2): 1 when
+	// created, one more per update.
+	Version   int       `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Agent returns the definition as an agent the engine can run.
