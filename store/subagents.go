@@ -120,7 +120,7 @@ func (s *Store) GetSubAgent(ctx context.Context, tenant, prefer, id string) (*mo
 	if tenant != "" {
 		q = q.Where("tenant_id = ?", tenant)
 	} else {
-		q = q.Order(clause.Expr{SQL: "CASE WHEN tenant_id = ? THEN 0 ELSE 1 END, tenant_id", Vars: []any{prefer}})
+		q = q.Order(clause.OrderBy{Expression: clause.Expr{SQL: "CASE WHEN tenant_id = ? THEN 0 ELSE 1 END, tenant_id", Vars: []any{prefer}, WithoutParentheses: true}})
 	}
 	if err := q.Limit(1).Find(&rows).Error; err != nil {
 		return nil, err
