@@ -55,3 +55,34 @@ func (s *SubAgent) Agent() Agent {
 		Tools:          s.Tools, SubAgents: s.SubAgents, MaxIterations: s.MaxIterations,
 	}
 }
+
+// The delegate tool's options.mode (spec 003's subAgent options.mode): what
+// the sub-agent may use for one delegated task, never more than its
+// definition allows.
+const (
+	// DelegateModeDefault (or no mode) runs the sub-agent as defined.
+	DelegateModeDefault = "default"
+	// DelegateModeNoDelegation keeps its tools but not its sub-agents.
+	DelegateModeNoDelegation = "no_delegation"
+	// DelegateModeNoTools runs it without tools or sub-agents: it answers
+	// from its prompt, the task and the context alone.
+	DelegateModeNoTools = "no_tools"
+)
+
+// DelegateModes lists the modes the delegate tool accepts.
+var DelegateModes = []string{DelegateModeDefault, DelegateModeNoDelegation, DelegateModeNoTools}
+
+// ApplyDelegateMode narrows def for mode ("" is the default) and reports
+// whether mode is known; an unknown mode leaves def as it was.
+func ApplyDelegateMode(def *SubAgent, mode string) bool {
+	switch mode {
+	case "", DelegateModeDefault:
+	case DelegateModeNoDelegation:
+		def.SubAgents = nil
+	case DelegateModeNoTools:
+		def.Tools, def.SubAgents = nil, nil
+	default:
+		return false
+	}
+	return true
+}
