@@ -14,13 +14,6 @@ import (
 // an unknown id, so that its existence is never revealed. Lists filter by
 // tenant with tenantFilter.
 
-// canSee reports whether the request's principal may see an object of
-// tenant.
-func canSee(ctx context.Context, tenant string) bool {
-	p, ok := auth.PrincipalFrom(ctx)
-	return ok && p.CanSee(tenantOrDefault(tenant))
-}
-
 func tenantOrDefault(t string) string {
 	if t == "" {
 		return auth.DefaultTenant
