@@ -85,7 +85,7 @@ func (a *Activities) SetRunStatus(ctx context.Context, u models.RunStatusUpdate)
 	// The workflow's result holds previews of long answers; the stored
 	// result holds them whole.
 	var err error
-	if u.Result, err = a.Store.HydrateResult(ctx, u.Result); err != nil {
+	if u.Result, err = a.Store.HydrateResult(ctx, u.RunID, u.Result); err != nil {
 		return err
 	}
 	countable := false

@@ -30,7 +30,7 @@ func (a *Activities) FormatResults(ctx context.Context, in models.FormatInput) (
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), models.ErrFormatInvalidTemplate, nil)
 	}
 	if a.Store != nil {
-		hydrated, err := a.Store.HydrateResult(ctx, &models.RunResult{Teams: in.Teams})
+		hydrated, err := a.Store.HydrateResult(ctx, in.RunID, &models.RunResult{Teams: in.Teams})
 		if err != nil {
 			return nil, err
 		}

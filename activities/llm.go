@@ -28,7 +28,7 @@ const defaultContextCharLimit = 8000
 // fails the run.
 func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models.Decision, error) {
 	var err error
-	if in.Context, err = a.resolveContext(ctx, in.Context); err != nil {
+	if in.Context, err = a.resolveContext(ctx, in.RunID, in.Context); err != nil {
 		return nil, err
 	}
 	pub := a.newPublisher(ctx, in.RunID)
@@ -92,7 +92,7 @@ func (a *Activities) publishDecision(ctx context.Context, pub *publisher, in mod
 // supervisor's final answer.
 func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*models.RespondResult, error) {
 	var err error
-	if in.Context, err = a.resolveContext(ctx, in.Context); err != nil {
+	if in.Context, err = a.resolveContext(ctx, in.RunID, in.Context); err != nil {
 		return nil, err
 	}
 	pub := a.newPublisher(ctx, in.RunID)
@@ -138,9 +138,9 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 }
 
 // resolveContext reads the whole answers the context's truncated references
-// point at and joins every item's references into its content. A reference
+// point at (messages of run runID's tenant) and joins every item's references into its content. A reference
 // whose message cannot be found keeps its preview.
-func (a *Activities) resolveContext(ctx context.Context, items []models.ContextItem) ([]models.ContextItem, error) {
+func (a *Activities) resolveContext(ctx context.Context, runID string, items []models.ContextItem) ([]models.ContextItem, error) {
 	var whole map[string]string
 	if ids := models.TruncatedRefs(items); len(ids) > 0 && a.Store != nil {
 		// No model has been called yet, so waiting out a database outage
@@ -150,7 +150,7 @@ func (a *Activities) resolveContext(ctx context.Context, items []models.ContextI
 		defer stop()
 		for delay := 200 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
 			var err error
-			if whole, err = a.Store.MessageContents(wctx, ids); err == nil {
+			if whole, err = a.Store.MessageContents(wctx, runID, ids); err == nil {
 				break
 			}
 			if !store.IsUnavailable(err) || wctx.Err() != nil {

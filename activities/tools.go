@@ -29,6 +29,10 @@ func (a *Activities) toolDefinitions(agent models.Agent) []llm.ToolDef {
 				"name":    map[string]any{"type": "string", "enum": agent.SubAgents, "description": "the sub-agent to run"},
 				"task":    map[string]any{"type": "string", "description": "what the sub-agent should do, with everything it needs to know"},
 				"context": map[string]any{"type": "object", "description": "optional structured context for the sub-agent (URLs, data, preferences); it sees it as JSON"},
+				"options": map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
+					"mode": map[string]any{"type": "string", "enum": models.DelegateModes,
+						"description": "optional: default (as defined), no_delegation (its tools, no sub-agents) or no_tools (neither)"},
+				}},
 			},
 			"required":             []string{"name", "task"},
 			"additionalProperties": false,

@@ -74,7 +74,7 @@ func TestSubAgentFallbackModels(t *testing.T) {
 	if !slices.Equal(created.LLMConfig.FallbackModels, []string{"m-2"}) {
 		t.Errorf("answered %+v", created)
 	}
-	stored, err := st.GetSubAgent(t.Context(), created.ID)
+	stored, err := st.GetSubAgent(t.Context(), "", "", created.ID)
 	if err != nil || !slices.Equal(stored.Agent().FallbackModels, []string{"m-2"}) {
 		t.Errorf("stored = %+v, %v", stored, err)
 	}

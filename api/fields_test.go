@@ -86,7 +86,7 @@ func TestSubAgentLLMConfig(t *testing.T) {
 				t.Errorf("sub-agent = %+v", v)
 			}
 		}
-		stored, err := st.GetSubAgent(t.Context(), created.ID)
+		stored, err := st.GetSubAgent(t.Context(), "", "", created.ID)
 		if err != nil || stored.Agent().Provider != "openrouter" || stored.Agent().BaseURL != "https://openrouter.ai/api/v1" || stored.Agent().Timeout != 45 {
 			t.Errorf("stored = %+v, %v", stored, err)
 		}

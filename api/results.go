@@ -777,7 +777,7 @@ func (s *Server) currentResult(ctx context.Context, run *store.Run) *models.RunR
 		if err = resp.Get(&live); err == nil {
 			// The workflow holds previews of long answers.
 			var whole *models.RunResult
-			if whole, err = s.store.HydrateResult(ctx, &live); err == nil {
+			if whole, err = s.store.HydrateResult(ctx, run.ID, &live); err == nil {
 				return whole
 			}
 		}

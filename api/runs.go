@@ -28,6 +28,9 @@ type startInput struct {
 	// id, and the id of the message of its final answer.
 	ID        *string `json:"id"`
 	MessageID *string `json:"message_id"`
+	// UserMessageID is an optional caller-set id under which the task is
+	// stored as the user's message (spec 003 §6.4: the client's id).
+	UserMessageID *string `json:"user_message_id"`
 	// PreviousRunID makes the run a follow-up of a finished run of the
 	// same hierarchy (see previousRun).
 	PreviousRunID *string `json:"previous_run_id"`
@@ -61,9 +64,9 @@ func callerID(field string, id *string, maxLen int) (string, error) {
 	return v, nil
 }
 
-// callerIDs reads the optional run and message ids of a start into opts;
-// runField and messageField are their names on the surface.
-func callerIDs(opts *StartOptions, runField string, runID *string, messageField string, messageID *string) error {
+// callerIDs reads the optional run, answer message and user message ids
+// of a start into opts; the fields name them on the surface.
+func callerIDs(opts *StartOptions, runField string, runID *string, messageField string, messageID *string, userField string, userMessageID *string) error {
 	var err error
 	if opts.RunID, err = callerID(runField, runID, maxRunIDLength); err != nil {
 		return err
@@ -71,7 +74,10 @@ func callerIDs(opts *StartOptions, runField string, runID *string, messageField 
 	if opts.MessageID, err = callerID(messageField, messageID, maxMessageIDLength); err != nil {
 		return err
 	}
-	opts.runField, opts.messageField = runField, messageField
+	if opts.UserMessageID, err = callerID(userField, userMessageID, maxMessageIDLength); err != nil {
+		return err
+	}
+	opts.runField, opts.messageField, opts.userMessageField = runField, messageField, userField
 	return nil
 }
 
@@ -139,7 +145,7 @@ func (s *Server) startRun(c *gin.Context) {
 	}
 	opts, err := in.ExecutionConfig.options()
 	if err == nil {
-		err = callerIDs(&opts, "id", in.ID, "message_id", in.MessageID)
+		err = callerIDs(&opts, "id", in.ID, "message_id", in.MessageID, "user_message_id", in.UserMessageID)
 	}
 	if err == nil {
 		opts.Previous, err = s.previousRun(ctx, "previous_run_id", in.PreviousRunID, h)
@@ -237,9 +243,10 @@ type StartOptions struct {
 	// Budget is execution_config.budget (nil: none); Start validates it.
 	Budget *models.Budget
 	// RunID and MessageID are caller-set ids (spec 003), validated; empty
-	// ones are generated. runField and messageField name them in errors.
-	RunID, MessageID       string
-	runField, messageField string
+	// ones are generated. UserMessageID, when set, stores the task as the
+	// user's message under it. The *Field names name them in errors.
+	RunID, MessageID, UserMessageID          string
+	runField, messageField, userMessageField string
 	// Previous is the finished run this one follows up (previous_run_id),
 	// checked by the caller (Server.previousRun); nil: a new thread.
 	Previous *store.Run
@@ -269,22 +276,13 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 	if id == "" {
 		id = models.NewID()
 	}
-	if opts.MessageID != "" {
-		taken, err := r.Store.MessageIDTaken(ctx, opts.MessageID)
-		if err != nil {
-			return nil, err
-		}
-		if taken {
-			e := models.Errorf(models.CodeAlreadyExists, "%s %q is taken", opts.messageField, opts.MessageID)
-			e.Field = opts.messageField
-			return nil, e
-		}
-	}
 	run := &store.Run{
 		ID: id, HierarchyID: h.ID, HierarchyName: h.Name, TotalTeams: len(h.Teams),
 		WorkflowID: models.RunWorkflowID(id), Task: task, TenantID: tenant,
 		// Kept for forks (runs/fork), which start from them.
 		Hierarchy: h, ExecutionConfig: &store.ExecutionConfig{MaxParallelTeams: opts.MaxParallelTeams, Budget: opts.Budget},
+		// Claimed with the run, atomically (spec 003: the message's key).
+		AnswerMessageID: opts.MessageID, UserMessageID: opts.UserMessageID,
 	}
 	var previous *models.PreviousRun
 	if p := opts.Previous; p != nil {
@@ -295,8 +293,19 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 	}
 	if err := r.Store.CreateRun(ctx, run); err != nil {
 		var e *models.Error
-		if errors.As(err, &e) && e.Code == models.CodeAlreadyExists && opts.runField != "" {
-			e.Field, e.Message = opts.runField, fmt.Sprintf("%s %q is taken", opts.runField, id)
+		if errors.As(err, &e) && e.Code == models.CodeAlreadyExists {
+			// The store names its columns; the answer names the surface's
+			// fields (contract 002's or spec 001's).
+			field, value := opts.runField, id
+			switch e.Field {
+			case "message_id":
+				field, value = opts.messageField, opts.MessageID
+			case "user_message_id":
+				field, value = opts.userMessageField, opts.UserMessageID
+			}
+			if field != "" {
+				e.Field, e.Message = field, fmt.Sprintf("%s %q is taken", field, value)
+			}
 		}
 		return nil, err
 	}

@@ -377,7 +377,7 @@ func (s *Server) deleteSubAgent(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	if err := s.store.DeleteSubAgent(c.Request.Context(), sa.ID); err != nil {
+	if err := s.store.DeleteSubAgent(c.Request.Context(), sa.TenantID, sa.ID); err != nil {
 		s.writeError(c, err)
 		return
 	}

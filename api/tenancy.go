@@ -14,13 +14,6 @@ import (
 // an unknown id, so that its existence is never revealed. Lists filter by
 // tenant with tenantFilter.
 
-// canSee reports whether the request's principal may see an object of
-// tenant.
-func canSee(ctx context.Context, tenant string) bool {
-	p, ok := auth.PrincipalFrom(ctx)
-	return ok && p.CanSee(tenantOrDefault(tenant))
-}
-
 func tenantOrDefault(t string) string {
 	if t == "" {
 		return auth.DefaultTenant
@@ -43,34 +36,40 @@ func tenantFilter(ctx context.Context) string {
 	}
 	// A missing principal lists an impossible tenant, so nothing.
 	if !ok || p.Tenant == "" {
-		return "\x00none"
+		return noTenant
 	}
 	return p.Tenant
 }
 
+// noTenant is tenantFilter's answer for a request without a principal: a
+// tenant no object has. No query is made for it (PostgreSQL text cannot
+// hold NUL), and an unknown id answers the same without one.
+const noTenant = "\x00none"
+
+// visibleRun loads a run the request may see. The tenant is part of the
+// query (store.GetTenantRun), so another tenant's run and an unknown id do
+// the same work and answer the same 404 (issue 23, item 8).
 func (s *Server) visibleRun(ctx context.Context, id string) (*store.Run, error) {
-	run, err := s.store.GetRun(ctx, id)
-	if err != nil {
-		return nil, err
+	notFound := models.Errorf(models.CodeExecutionNotFound, "run %q not found", id)
+	tenant := tenantFilter(ctx)
+	if p, _ := auth.PrincipalFrom(ctx); tenant == noTenant || (p.RunID != "" && p.RunID != id) {
+		return nil, notFound
 	}
-	if !canSee(ctx, run.TenantID) {
-		return nil, models.Errorf(models.CodeExecutionNotFound, "run %q not found", id)
+	run, err := s.store.GetTenantRun(ctx, tenant, id)
+	if models.ErrorCode(err) == models.CodeExecutionNotFound {
+		return nil, notFound
 	}
-	if p, _ := auth.PrincipalFrom(ctx); p.RunID != "" && p.RunID != run.ID {
-		return nil, models.Errorf(models.CodeExecutionNotFound, "run %q not found", id)
-	}
-	return run, nil
+	return run, err
 }
 
+// visibleHierarchy loads a hierarchy the request may see, as visibleRun
+// loads a run.
 func (s *Server) visibleHierarchy(ctx context.Context, id string) (*models.Hierarchy, error) {
-	h, err := s.store.GetHierarchy(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if !canSee(ctx, h.TenantID) {
+	tenant := tenantFilter(ctx)
+	if tenant == noTenant {
 		return nil, models.Errorf(models.CodeHierarchyNotFound, "hierarchy %q not found", id)
 	}
-	return h, nil
+	return s.store.GetTenantHierarchy(ctx, tenant, id)
 }
 
 // keepTenant checks that the hierarchy h replaces is visible and keeps its
@@ -84,13 +83,13 @@ func (s *Server) keepTenant(ctx context.Context, h *models.Hierarchy) error {
 	return nil
 }
 
+// visibleSubAgent loads a sub-agent the request may see, as visibleRun
+// loads a run; sub-agent ids are unique per tenant, so a principal that
+// sees every tenant gets its own tenant's first.
 func (s *Server) visibleSubAgent(ctx context.Context, id string) (*models.SubAgent, error) {
-	sa, err := s.store.GetSubAgent(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if !canSee(ctx, sa.TenantID) {
+	tenant := tenantFilter(ctx)
+	if tenant == noTenant {
 		return nil, models.Errorf(models.CodeSubAgentNotFound, "sub-agent with id %q not found", id)
 	}
-	return sa, nil
+	return s.store.GetSubAgent(ctx, tenant, ownTenant(ctx), id)
 }

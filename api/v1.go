@@ -110,6 +110,9 @@ type v1ExecuteInput struct {
 	// the execution's id and the id of its final answer's message.
 	ExecutionID *string `json:"execution_id"`
 	MessageID   *string `json:"message_id"`
+	// UserMessageID is the id under which the task is stored as the
+	// user's message (spec 003 §6.4), as runs/start's.
+	UserMessageID *string `json:"user_message_id"`
 	// PreviousRunID makes the execution a follow-up of a finished
 	// execution of the same team (as runs/start's previous_run_id).
 	PreviousRunID *string `json:"previous_run_id"`
@@ -137,7 +140,7 @@ func (s *Server) v1Execute(c *gin.Context) {
 		}
 		opts.MaxParallelTeams = *ec.MaxParallelTeams
 	}
-	if err := callerIDs(&opts, "execution_id", in.ExecutionID, "message_id", in.MessageID); err != nil {
+	if err := callerIDs(&opts, "execution_id", in.ExecutionID, "message_id", in.MessageID, "user_message_id", in.UserMessageID); err != nil {
 		s.writeError(c, err)
 		return
 	}

@@ -44,6 +44,10 @@ const (
 	AgentTypeWorker           = "worker"
 	AgentTypeSubAgent         = "sub_agent"
 	AgentTypeSystem           = "system"
+	// AgentTypeUser is the user's message of a run (runs/start's
+	// user_message_id, spec 003): the task, stored under the client's id.
+	// It is a message's agent type, never an event's.
+	AgentTypeUser = "user"
 )
 
 // TimestampLayout is the events' timestamp format: UTC with milliseconds,

@@ -32,14 +32,17 @@ type SubAgent struct {
 	Region   string `json:"region,omitempty"`
 	Timeout  int    `json:"timeout,omitempty"`
 	// FallbackModels as an agent's (issue 15).
-	FallbackModels []string  `json:"fallback_models,omitempty"`
-	Tools          []string  `json:"tools"`          // tool keys from the registry
-	SubAgents      []string  `json:"sub_agents"`     // names of sub-agents it may delegate to
-	MaxDepth       int       `json:"max_depth"`      // deepest nesting below the run's agents it may be called at
-	MaxIterations  int       `json:"max_iterations"` // model turns per task (tool rounds)
-	Enabled        bool      `json:"enabled"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	FallbackModels []string `json:"fallback_models,omitempty"`
+	Tools          []string `json:"tools"`          // tool keys from the registry
+	SubAgents      []string `json:"sub_agents"`     // names of sub-agents it may delegate to
+	MaxDepth       int      `json:"max_depth"`      // deepest nesting below the run's agents it may be called at
+	MaxIterations  int      `json:"max_iterations"` // model turns per task (tool rounds)
+	Enabled        bool     `json:"enabled"`
+	// Version counts the definition's writes (spec 003 §7.2): 1 when
+	// created, one more per update.
+	Version   int       `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Agent returns the definition as an agent the engine can run.
@@ -51,4 +54,35 @@ func (s *SubAgent) Agent() Agent {
 		FallbackModels: s.FallbackModels,
 		Tools:          s.Tools, SubAgents: s.SubAgents, MaxIterations: s.MaxIterations,
 	}
+}
+
+// The delegate tool's options.mode (spec 003's subAgent options.mode): what
+// the sub-agent may use for one delegated task, never more than its
+// definition allows.
+const (
+	// DelegateModeDefault (or no mode) runs the sub-agent as defined.
+	DelegateModeDefault = "default"
+	// DelegateModeNoDelegation keeps its tools but not its sub-agents.
+	DelegateModeNoDelegation = "no_delegation"
+	// DelegateModeNoTools runs it without tools or sub-agents: it answers
+	// from its prompt, the task and the context alone.
+	DelegateModeNoTools = "no_tools"
+)
+
+// DelegateModes lists the modes the delegate tool accepts.
+var DelegateModes = []string{DelegateModeDefault, DelegateModeNoDelegation, DelegateModeNoTools}
+
+// ApplyDelegateMode narrows def for mode ("" is the default) and reports
+// whether mode is known; an unknown mode leaves def as it was.
+func ApplyDelegateMode(def *SubAgent, mode string) bool {
+	switch mode {
+	case "", DelegateModeDefault:
+	case DelegateModeNoDelegation:
+		def.SubAgents = nil
+	case DelegateModeNoTools:
+		def.Tools, def.SubAgents = nil, nil
+	default:
+		return false
+	}
+	return true
 }

@@ -110,7 +110,7 @@ func TestTenantOwnership(t *testing.T) {
 		if err != nil || total != 1 || subs[0].ID != "sa-a" || subs[0].TenantID != "acme" {
 			t.Fatalf("acme sub-agents: %v %d %+v", err, total, subs)
 		}
-		if sa, err := st.GetSubAgent(ctx, "sa-d"); err != nil || sa.TenantID != auth.DefaultTenant {
+		if sa, err := st.GetSubAgent(ctx, "", "", "sa-d"); err != nil || sa.TenantID != auth.DefaultTenant {
 			t.Fatalf("sa-d: %v %+v", err, sa)
 		}
 	})
@@ -134,13 +134,17 @@ func TestSubAgentNamesPerTenant(t *testing.T) {
 		if errors.As(err, &me) && me.Field != "name" {
 			t.Fatalf("clash reported on %q", me.Field)
 		}
-		// Renaming a2 to helper clashes with a1; the update's empty tenant
-		// does not move it to the default tenant.
-		err = st.UpdateSubAgent(ctx, testSubAgent("a2", "", "helper"))
+		// Renaming a2 to helper clashes with a1. Ids are the tenant's own
+		// (issue 23, item 8), so an update names the tenant: with none it
+		// looks in the default tenant, which has no a2.
+		err = st.UpdateSubAgent(ctx, testSubAgent("a2", "a", "helper"))
 		if models.ErrorCode(err) != models.CodeAlreadyExists {
 			t.Fatalf("rename onto a taken name: %v", err)
 		}
-		upd := testSubAgent("a2", "", "renamed")
+		if err := st.UpdateSubAgent(ctx, testSubAgent("a2", "", "renamed")); models.ErrorCode(err) != models.CodeSubAgentNotFound {
+			t.Fatalf("update in the wrong tenant: %v", err)
+		}
+		upd := testSubAgent("a2", "a", "renamed")
 		if err := st.UpdateSubAgent(ctx, upd); err != nil || upd.TenantID != "a" {
 			t.Fatalf("update: %v, tenant %q", err, upd.TenantID)
 		}
@@ -482,7 +486,7 @@ func TestMigrateAccessKeepsData(t *testing.T) {
 			if _, err := st.Migrate(ctx, nil); err != nil {
 				t.Fatalf("up again: %v", err)
 			}
-			if sa, err := st.GetSubAgent(ctx, "sa1"); err != nil || sa.TenantID != "default" {
+			if sa, err := st.GetSubAgent(ctx, "", "", "sa1"); err != nil || sa.TenantID != "default" {
 				t.Fatalf("after down and up: %v %+v", err, sa)
 			}
 		})

@@ -279,9 +279,21 @@ func insertTeams(tx *gorm.DB, h *models.Hierarchy) error {
 
 // GetHierarchy loads a hierarchy with its teams and workers in order.
 func (s *Store) GetHierarchy(ctx context.Context, id string) (*models.Hierarchy, error) {
+	return s.GetTenantHierarchy(ctx, "", id)
+}
+
+// GetTenantHierarchy loads hierarchy id if it belongs to tenant ("": to
+// any tenant). The tenant is part of the first query, so an unknown id and
+// another tenant's take the same path and answer the same error (issue 23,
+// item 8): another tenant's teams and workers are never read.
+func (s *Store) GetTenantHierarchy(ctx context.Context, tenant, id string) (*models.Hierarchy, error) {
 	db := s.db.WithContext(ctx)
 	var row hierarchyRow
-	if err := db.Take(&row, "id = ?", id).Error; err != nil {
+	q := db.Where("id = ?", id)
+	if tenant != "" {
+		q = q.Where("tenant_id = ?", tenant)
+	}
+	if err := q.Take(&row).Error; err != nil {
 		if notFound(err) {
 			return nil, hierarchyNotFound(id)
 		}

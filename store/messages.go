@@ -14,6 +14,9 @@ import (
 )
 
 type messageRow struct {
+	// TenantID is the tenant of the message's run: message ids are unique
+	// per tenant (caller-set ids are the tenant's own).
+	TenantID        string `gorm:"primaryKey"`
 	ID              string `gorm:"primaryKey"`
 	RunID           string
 	ParentMessageID *string
@@ -58,19 +61,54 @@ func saveMessage(db *gorm.DB, m *Message) error {
 	if err != nil {
 		return err
 	}
+	tenant, err := runTenant(db, m.RunID)
+	if err != nil {
+		return err
+	}
 	now := time.Now().UTC()
 	row := messageRow{
-		ID: m.ID, RunID: m.RunID, ParentMessageID: m.ParentMessageID, AgentID: m.AgentID, AgentType: m.AgentType,
+		TenantID: tenant, ID: m.ID, RunID: m.RunID, ParentMessageID: m.ParentMessageID, AgentID: m.AgentID, AgentType: m.AgentType,
 		AgentName: m.AgentName, TeamName: m.TeamName, Depth: m.Depth, Path: string(path), Content: withoutNUL(m.Content),
 		CreatedAt: now, UpdatedAt: now,
 	}
 	// Only the same run's message is updated: a message id set by a
-	// caller (spec 003) can never overwrite another run's message.
+	// caller (spec 003) can never overwrite another run's message. A
+	// retry writes the same agent fields again; a reservation (see
+	// reserveMessage) takes them, and its creation time, from the answer.
+	set := clause.AssignmentColumns([]string{"content", "updated_at", "parent_message_id", "agent_id", "agent_type",
+		"agent_name", "team_name", "depth", "path"})
+	set = append(set, clause.Assignment{Column: clause.Column{Name: "created_at"},
+		Value: gorm.Expr("CASE WHEN message.agent_type = ? THEN excluded.created_at ELSE message.created_at END", reservedAgentType)})
 	return db.Clauses(clause.OnConflict{
-		Columns:   []clause.Column{{Name: "id"}},
-		DoUpdates: clause.AssignmentColumns([]string{"content", "updated_at"}),
+		Columns:   []clause.Column{{Name: "tenant_id"}, {Name: "id"}},
+		DoUpdates: set,
 		Where:     clause.Where{Exprs: []clause.Expression{clause.Expr{SQL: "message.run_id = excluded.run_id"}}},
 	}).Create(&row).Error
+}
+
+// reservedAgentType marks a message row that holds a caller-set message
+// id for its run's final answer until the answer is written (item 3 of
+// issue 23): the primary key makes a second run's claim on the id fail
+// while the first is still in flight. Reservations are never listed.
+const reservedAgentType = "reserved"
+
+// runTenant is the tenant of run runID; the default tenant when the run is
+// not stored (as for messages of runs stored before tenants).
+func runTenant(db *gorm.DB, runID string) (string, error) {
+	var tenants []string
+	if err := db.Model(&runRow{}).Where("id = ?", runID).Limit(1).Pluck("tenant_id", &tenants).Error; err != nil {
+		return "", err
+	}
+	if len(tenants) == 0 {
+		return DefaultTenant, nil
+	}
+	return tenantOr(tenants[0]), nil
+}
+
+// runTenantExpr selects the tenant of run runID inside a query, as
+// runTenant does.
+func runTenantExpr(runID string) clause.Expr {
+	return gorm.Expr("COALESCE((SELECT execution.tenant_id FROM execution WHERE execution.id = ?), ?)", runID, DefaultTenant)
 }
 
 // SaveAnswer stores an LLM activity's answer and usage records in one
@@ -95,7 +133,9 @@ func (s *Store) SaveAnswer(ctx context.Context, rec models.AnswerRecord) error {
 // parent, roots and siblings in creation order.
 func (s *Store) MessageTree(ctx context.Context, runID string) ([]*Message, error) {
 	var rows []messageRow
-	if err := s.db.WithContext(ctx).Where("run_id = ?", runID).Order("created_at, id").Find(&rows).Error; err != nil {
+	err := s.db.WithContext(ctx).Where("run_id = ? AND agent_type <> ?", runID, reservedAgentType).
+		Order("created_at, id").Find(&rows).Error
+	if err != nil {
 		return nil, err
 	}
 	byID := make(map[string]*Message, len(rows))
@@ -137,15 +177,18 @@ func MessageFromSource(id, runID, parentID, content string, src models.Source) *
 	return m
 }
 
-// MessageContents returns the content of the messages ids, by id; ids that
-// are not stored are missing from the map.
-func (s *Store) MessageContents(ctx context.Context, ids []string) (map[string]string, error) {
+// MessageContents returns the content of the messages ids of run runID's
+// tenant (a run reads its own, its forks' originals' and its previous
+// run's messages, all of its tenant), by id; ids that are not stored are
+// missing from the map.
+func (s *Store) MessageContents(ctx context.Context, runID string, ids []string) (map[string]string, error) {
 	out := make(map[string]string, len(ids))
 	for start := 0; start < len(ids); start += 500 {
 		// Bounded IN lists: SQLite caps bound parameters per statement.
 		chunk := ids[start:min(start+500, len(ids))]
 		var rows []messageRow
-		if err := s.db.WithContext(ctx).Select("id", "content").Where("id IN ?", chunk).Find(&rows).Error; err != nil {
+		if err := s.db.WithContext(ctx).Select("id", "content").
+			Where("tenant_id = ? AND id IN ? AND agent_type <> ?", runTenantExpr(runID), chunk, reservedAgentType).Find(&rows).Error; err != nil {
 			return nil, err
 		}
 		for _, r := range rows {
@@ -158,8 +201,8 @@ func (s *Store) MessageContents(ctx context.Context, ids []string) (map[string]s
 // HydrateResult returns r with the whole answers of its truncated outputs
 // (workflow state keeps previews; see models.WorkerOutput). r itself is
 // never changed: it may be a workflow's own state, handed to a local
-// activity as it is.
-func (s *Store) HydrateResult(ctx context.Context, r *models.RunResult) (*models.RunResult, error) {
+// activity as it is. runID names the run whose tenant's messages are read.
+func (s *Store) HydrateResult(ctx context.Context, runID string, r *models.RunResult) (*models.RunResult, error) {
 	if r == nil {
 		return nil, nil
 	}
@@ -167,7 +210,7 @@ func (s *Store) HydrateResult(ctx context.Context, r *models.RunResult) (*models
 	if len(ids) == 0 {
 		return r, nil
 	}
-	whole, err := s.MessageContents(ctx, ids)
+	whole, err := s.MessageContents(ctx, runID, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read outputs: %w", err)
 	}

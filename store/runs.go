@@ -65,15 +65,19 @@ type Run struct {
 	ExecutionConfig *ExecutionConfig `json:"execution_config,omitempty"`
 	// Hierarchy is the snapshot of the hierarchy the run ran, kept for
 	// forks; not shown (nil for runs stored before it was kept).
-	Hierarchy   *models.Hierarchy `json:"-"`
-	Status      string            `json:"status"`
-	Result      *models.RunResult `json:"result,omitempty"`
-	FinalAnswer string            `json:"final_answer,omitempty"`
-	Error       string            `json:"error,omitempty"`
-	CreatedAt   time.Time         `json:"created_at"`
-	StartedAt   *time.Time        `json:"started_at"`
-	CompletedAt *time.Time        `json:"completed_at"`
-	UpdatedAt   time.Time         `json:"updated_at"`
+	Hierarchy *models.Hierarchy `json:"-"`
+	// AnswerMessageID and UserMessageID are caller-set message ids that
+	// CreateRun claims for the run (see there); not stored on the run.
+	AnswerMessageID string            `json:"-"`
+	UserMessageID   string            `json:"-"`
+	Status          string            `json:"status"`
+	Result          *models.RunResult `json:"result,omitempty"`
+	FinalAnswer     string            `json:"final_answer,omitempty"`
+	Error           string            `json:"error,omitempty"`
+	CreatedAt       time.Time         `json:"created_at"`
+	StartedAt       *time.Time        `json:"started_at"`
+	CompletedAt     *time.Time        `json:"completed_at"`
+	UpdatedAt       time.Time         `json:"updated_at"`
 }
 
 // ExecutionConfig is what a run was started with of spec 001's
@@ -84,17 +88,51 @@ type ExecutionConfig struct {
 }
 
 // CreateRun stores a new run as pending, in the default tenant when
-// r.TenantID is empty, and in a thread of its own when r.ThreadID is.
+// r.TenantID is empty, and in a thread of its own when r.ThreadID is. In
+// the same transaction it claims the run's caller-set message ids in its
+// tenant: r.AnswerMessageID is reserved for the final answer and
+// r.UserMessageID stores the task as the user's message (spec 003). A
+// taken run id or message id is an AlreadyExists error whose Field is
+// "id", "message_id" or "user_message_id", and nothing is stored; of two
+// starts racing for one id, exactly one succeeds.
 func (s *Store) CreateRun(ctx context.Context, r *Run) error {
 	row, err := newPendingRunRow(r)
 	if err != nil {
 		return err
 	}
-	err = s.db.WithContext(ctx).Create(&row).Error
+	taken := ""
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		taken = "id"
+		if err := tx.Create(&row).Error; err != nil {
+			return err
+		}
+		if r.AnswerMessageID != "" {
+			taken = "message_id"
+			if err := tx.Create(&messageRow{TenantID: r.TenantID, ID: r.AnswerMessageID, RunID: r.ID, AgentID: "", AgentType: reservedAgentType,
+				Path: "[]", CreatedAt: row.CreatedAt, UpdatedAt: row.CreatedAt}).Error; err != nil {
+				return err
+			}
+		}
+		if r.UserMessageID != "" {
+			taken = "user_message_id"
+			path, _ := json.Marshal([]string{models.AgentTypeUser})
+			if err := tx.Create(&messageRow{TenantID: r.TenantID, ID: r.UserMessageID, RunID: r.ID, AgentID: models.AgentTypeUser,
+				AgentType: models.AgentTypeUser, AgentName: models.AgentTypeUser, Path: string(path), Content: withoutNUL(r.Task),
+				CreatedAt: row.CreatedAt, UpdatedAt: row.CreatedAt}).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
-		// A caller-set id (spec 003) that is taken, by any tenant: the
-		// message says no more than that.
-		return models.Errorf(models.CodeAlreadyExists, "run id %q is taken", r.ID)
+		// A caller-set id (spec 003) that is taken: the message says no
+		// more than that. Message ids are the tenant's own; run ids are
+		// unique across tenants.
+		what := map[string]string{"id": "run id", "message_id": "message id", "user_message_id": "user message id"}[taken]
+		id := map[string]string{"id": r.ID, "message_id": r.AnswerMessageID, "user_message_id": r.UserMessageID}[taken]
+		e := models.Errorf(models.CodeAlreadyExists, "%s %q is taken", what, id)
+		e.Field = taken
+		return e
 	}
 	return err
 }
@@ -133,24 +171,34 @@ func newPendingRunRow(r *Run) (runRow, error) {
 	return row, nil
 }
 
-// MessageIDTaken reports whether a message with id is stored (for any
-// run): a caller-set message id must be new.
-func (s *Store) MessageIDTaken(ctx context.Context, id string) (bool, error) {
-	var n int64
-	err := s.db.WithContext(ctx).Model(&messageRow{}).Where("id = ?", id).Count(&n).Error
-	return n > 0, err
-}
-
 // DeleteRun removes a run that never started (its workflow could not be
-// started), so no pending run is left behind.
+// started), with the message ids it claimed, so no pending run or claim is
+// left behind.
 func (s *Store) DeleteRun(ctx context.Context, id string) error {
-	return s.db.WithContext(ctx).Where("id = ? AND status = ?", id, models.RunPending).Delete(&runRow{}).Error
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Where("id = ? AND status = ?", id, models.RunPending).Delete(&runRow{})
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		return tx.Where("run_id = ? AND agent_type IN ?", id, []string{reservedAgentType, models.AgentTypeUser}).Delete(&messageRow{}).Error
+	})
 }
 
 // GetRun loads one run.
 func (s *Store) GetRun(ctx context.Context, id string) (*Run, error) {
+	return s.GetTenantRun(ctx, "", id)
+}
+
+// GetTenantRun loads run id if it belongs to tenant ("": to any tenant).
+// The tenant is part of the query, so an unknown id and another tenant's
+// take the same path and answer the same error (issue 23, item 8).
+func (s *Store) GetTenantRun(ctx context.Context, tenant, id string) (*Run, error) {
 	var row runRow
-	if err := s.db.WithContext(ctx).Take(&row, "id = ?", id).Error; err != nil {
+	q := s.db.WithContext(ctx).Where("id = ?", id)
+	if tenant != "" {
+		q = q.Where("tenant_id = ?", tenant)
+	}
+	if err := q.Take(&row).Error; err != nil {
 		if notFound(err) {
 			return nil, models.Errorf(models.CodeExecutionNotFound, "run %q not found", id)
 		}

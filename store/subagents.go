@@ -8,13 +8,15 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/op-stack/executor/models"
 )
 
 type subAgentRow struct {
+	// The key is (tenant_id, id): a sub-agent id is the tenant's own.
+	TenantID      string `gorm:"primaryKey"`
 	ID            string `gorm:"primaryKey"`
-	TenantID      string
 	Name          string
 	Description   string
 	SystemPrompt  string
@@ -28,6 +30,8 @@ type subAgentRow struct {
 	Enabled       bool
 	// Settings is a JSON object: provider, base_url, region, timeout.
 	Settings string
+	// Version counts the definition's writes: 1 at create, +1 per update.
+	Version int
 	// The store sets both times itself (see subAgentNow); gorm's automatic
 	// update time would differ from the one the API answers with.
 	CreatedAt time.Time `gorm:"autoCreateTime:false"`
@@ -37,11 +41,12 @@ type subAgentRow struct {
 func (subAgentRow) TableName() string { return "sub_agent" }
 
 // CreateSubAgent stores a normalized, validated sub-agent and sets its
-// timestamps (and its tenant, "default" when empty). A taken id, or a name
-// taken in the same tenant, is an AlreadyExists error naming it.
+// timestamps and version 1 (and its tenant, "default" when empty). An id
+// or a name taken in the same tenant is an AlreadyExists error naming it;
+// other tenants' ids and names are no obstacle.
 func (s *Store) CreateSubAgent(ctx context.Context, sa *models.SubAgent) error {
 	now := subAgentNow()
-	sa.CreatedAt, sa.UpdatedAt = now, now
+	sa.CreatedAt, sa.UpdatedAt, sa.Version = now, now, 1
 	sa.TenantID = tenantOr(sa.TenantID)
 	row, err := toSubAgentRow(sa)
 	if err != nil {
@@ -54,7 +59,7 @@ func (s *Store) CreateSubAgent(ctx context.Context, sa *models.SubAgent) error {
 			// which one clashed. This runs outside any transaction, so
 			// PostgreSQL still answers after the failed insert.
 			var n int64
-			if cerr := db.Model(&subAgentRow{}).Where("id = ?", sa.ID).Count(&n).Error; cerr == nil && n > 0 {
+			if cerr := db.Model(&subAgentRow{}).Where("tenant_id = ? AND id = ?", sa.TenantID, sa.ID).Count(&n).Error; cerr == nil && n > 0 {
 				return subAgentTaken("id", "sub-agent id %q is taken", sa.ID)
 			}
 			return subAgentTaken("name", "sub-agent name %q is taken", sa.Name)
@@ -64,28 +69,36 @@ func (s *Store) CreateSubAgent(ctx context.Context, sa *models.SubAgent) error {
 	return nil
 }
 
-// UpdateSubAgent replaces every field of the sub-agent with sa.ID but keeps
-// its created_at and tenant (set into sa). An unknown id is a
+// UpdateSubAgent replaces every field of the sub-agent sa.ID of tenant
+// sa.TenantID ("" is the default tenant) but keeps its created_at, and
+// counts one more version (set into sa). An unknown id is a
 // SubAgentNotFound error and a name taken by another sub-agent of the same
 // tenant an AlreadyExists error; either way nothing is written.
 func (s *Store) UpdateSubAgent(ctx context.Context, sa *models.SubAgent) error {
+	sa.TenantID = tenantOr(sa.TenantID)
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// Counting the version first locks the row, so updates racing on
+		// PostgreSQL each count and each answer its own version.
+		res := tx.Model(&subAgentRow{}).Where("tenant_id = ? AND id = ?", sa.TenantID, sa.ID).UpdateColumn("version", gorm.Expr("version + 1"))
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return subAgentNotFound("id", sa.ID)
+		}
 		var existing subAgentRow
-		if err := tx.Select("created_at", "tenant_id").Take(&existing, "id = ?", sa.ID).Error; err != nil {
-			if notFound(err) {
-				return subAgentNotFound("id", sa.ID)
-			}
+		if err := tx.Select("created_at", "version").Take(&existing, "tenant_id = ? AND id = ?", sa.TenantID, sa.ID).Error; err != nil {
 			return err
 		}
-		sa.CreatedAt, sa.UpdatedAt = existing.CreatedAt.UTC(), subAgentNow()
-		sa.TenantID = existing.TenantID
+		sa.CreatedAt, sa.UpdatedAt, sa.Version = existing.CreatedAt.UTC(), subAgentNow(), existing.Version
 		row, err := toSubAgentRow(sa)
 		if err != nil {
 			return err
 		}
 		// Select("*") writes zero values too (a full replace); Omit keeps
-		// the key, the tenant and the creation time.
-		err = tx.Model(&subAgentRow{}).Where("id = ?", sa.ID).Select("*").Omit("id", "tenant_id", "created_at").Updates(&row).Error
+		// the key, the creation time and the version just counted.
+		err = tx.Model(&subAgentRow{}).Where("tenant_id = ? AND id = ?", sa.TenantID, sa.ID).Select("*").Omit("id", "tenant_id", "created_at", "version").
+			Updates(&row).Error
 		if errors.Is(err, gorm.ErrDuplicatedKey) {
 			// The id matched this row, so only the name can clash.
 			return subAgentTaken("name", "sub-agent name %q is taken", sa.Name)
@@ -97,16 +110,25 @@ func (s *Store) UpdateSubAgent(ctx context.Context, sa *models.SubAgent) error {
 	})
 }
 
-// GetSubAgent loads the sub-agent with id.
-func (s *Store) GetSubAgent(ctx context.Context, id string) (*models.SubAgent, error) {
-	var row subAgentRow
-	if err := s.db.WithContext(ctx).Take(&row, "id = ?", id).Error; err != nil {
-		if notFound(err) {
-			return nil, subAgentNotFound("id", id)
-		}
+// GetSubAgent loads the sub-agent with id of tenant; tenant "" looks in
+// every tenant (for principals that see all of them), preferring prefer's.
+// One query answers an unknown id and another tenant's alike, so neither
+// can be told from the other (issue 23, item 8).
+func (s *Store) GetSubAgent(ctx context.Context, tenant, prefer, id string) (*models.SubAgent, error) {
+	var rows []subAgentRow
+	q := s.db.WithContext(ctx).Where("id = ?", id)
+	if tenant != "" {
+		q = q.Where("tenant_id = ?", tenant)
+	} else {
+		q = q.Order(clause.OrderBy{Expression: clause.Expr{SQL: "CASE WHEN tenant_id = ? THEN 0 ELSE 1 END, tenant_id", Vars: []any{prefer}, WithoutParentheses: true}})
+	}
+	if err := q.Limit(1).Find(&rows).Error; err != nil {
 		return nil, err
 	}
-	return row.toModel()
+	if len(rows) == 0 {
+		return nil, subAgentNotFound("id", id)
+	}
+	return rows[0].toModel()
 }
 
 // GetSubAgentByName loads tenant's sub-agent called name (names are unique
@@ -122,11 +144,11 @@ func (s *Store) GetSubAgentByName(ctx context.Context, tenant, name string) (*mo
 	return row.toModel()
 }
 
-// DeleteSubAgent removes the sub-agent with id. Workers and sub-agents that
-// list it by name keep the name; the engine refuses to delegate to a name
-// it cannot load.
-func (s *Store) DeleteSubAgent(ctx context.Context, id string) error {
-	res := s.db.WithContext(ctx).Where("id = ?", id).Delete(&subAgentRow{})
+// DeleteSubAgent removes tenant's sub-agent with id ("" is the default
+// tenant). Workers and sub-agents that list it by name keep the name; the
+// engine refuses to delegate to a name it cannot load.
+func (s *Store) DeleteSubAgent(ctx context.Context, tenant, id string) error {
+	res := s.db.WithContext(ctx).Where("tenant_id = ? AND id = ?", tenantOr(tenant), id).Delete(&subAgentRow{})
 	if res.Error != nil {
 		return res.Error
 	}
@@ -207,6 +229,7 @@ func toSubAgentRow(sa *models.SubAgent) (subAgentRow, error) {
 		MaxIterations: sa.MaxIterations,
 		Enabled:       sa.Enabled,
 		Settings:      settingsOf(models.Agent{Provider: sa.Provider, BaseURL: sa.BaseURL, Region: sa.Region, Timeout: sa.Timeout, FallbackModels: sa.FallbackModels}, false),
+		Version:       sa.Version,
 		CreatedAt:     sa.CreatedAt,
 		UpdatedAt:     sa.UpdatedAt,
 	}, nil
@@ -225,6 +248,7 @@ func (r *subAgentRow) toModel() (*models.SubAgent, error) {
 		MaxDepth:      r.MaxDepth,
 		MaxIterations: r.MaxIterations,
 		Enabled:       r.Enabled,
+		Version:       r.Version,
 		CreatedAt:     r.CreatedAt.UTC(),
 		UpdatedAt:     r.UpdatedAt.UTC(),
 	}

@@ -290,7 +290,18 @@ type delegateArgs struct {
 	// Context is optional structured context for the sub-agent (spec 003's
 	// subAgent tool input).
 	Context json.RawMessage `json:"context,omitempty"`
+	// Options are spec 003's subAgent tool options: Mode narrows what the
+	// sub-agent may use for this task (models.DelegateModes).
+	Options *struct {
+		Mode string `json:"mode"`
+	} `json:"options,omitempty"`
 }
+
+// changeDelegateMode: the delegate tool's options.mode narrows the
+// sub-agent's tools and sub-agents for the task (spec 003). A call with
+// options made before it ran the sub-agent as defined; calls without
+// options never reach the version check, so their histories are as before.
+const changeDelegateMode = "delegate-mode"
 
 // maxCallerContextChars bounds the context a caller passes to a sub-agent
 // (it travels in the child workflow's input).
@@ -343,7 +354,7 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 
 	var args delegateArgs
 	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil || strings.TrimSpace(args.Name) == "" || strings.TrimSpace(args.Task) == "" {
-		return refuse(`the arguments must be {"name": <sub-agent>, "task": <text>, "context"?: <object>}`)
+		return refuse(`the arguments must be {"name": <sub-agent>, "task": <text>, "context"?: <object>, "options"?: {"mode"?: <mode>}}`)
 	}
 	if t.Budget != nil {
 		if limit := t.Options.MaxDelegationsPerTurn; t.delegations >= limit {
@@ -396,6 +407,14 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 		return refuse("depth: %q would run %d sub-agent levels deep, beyond its max_depth of %d", def.Name, level, maxDepth)
 	}
 
+	mode := ""
+	if args.Options != nil && workflow.GetVersion(ctx, changeDelegateMode, workflow.DefaultVersion, 1) == 1 {
+		mode = strings.TrimSpace(args.Options.Mode)
+		if !models.ApplyDelegateMode(&def, mode) {
+			return refuse("options.mode %q is not one of %s", mode, strings.Join(models.DelegateModes, ", "))
+		}
+	}
+
 	source := models.SubAgentSource(t.Source, &def)
 	childID := t.Events.name() + "-sub-" + execID
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
@@ -436,7 +455,11 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 		}
 		return finish(models.ToolOutput{Content: fmt.Sprintf("sub-agent %q failed: %s", def.Name, failureMessage(err)), IsError: true}), spent, nil
 	}
-	result, _ := json.Marshal(map[string]any{"ok": true, "sub_agent": def.Name, "message_id": res.MessageID, "summary": res.Summary})
+	out := map[string]any{"ok": true, "sub_agent": def.Name, "message_id": res.MessageID, "summary": res.Summary}
+	if mode != "" {
+		out["mode"] = mode
+	}
+	result, _ := json.Marshal(out)
 	return finish(models.ToolOutput{Content: string(result)}), res.Usage, nil
 }
 

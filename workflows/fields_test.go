@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -230,5 +231,76 @@ func TestDelegateContextReachesTheSubAgent(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != `{"urls":["https://example.org"],"tone":"brief"}` {
 		t.Errorf("sub-agent caller context = %q", got)
+	}
+}
+
+// delegateModeRun runs a writer that delegates four tasks to h1 (which has
+// a tool and may delegate) in its first round, with options.mode
+// no_tools, no_delegation, an unknown mode and none, and returns h1's
+// agent per task and the refusals.
+func delegateModeRun(t *testing.T, modeVersion workflow.Version) (map[string]models.Agent, []string) {
+	t.Helper()
+	f := &fakeActivities{decisions: map[string][]models.Decision{"gs": {dispatch("writing", "go")}, "ts-w": {dispatch("writer", "go")}}}
+	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		if in.Agent.AgentID == "w-writer" && len(in.Transcript) == 0 {
+			var calls []models.ToolCall
+			for i, options := range []string{`, "options": {"mode": "no_tools"}`, `, "options": {"mode": "no_delegation"}`, `, "options": {"mode": "everything"}`, ``} {
+				calls = append(calls, models.ToolCall{ID: fmt.Sprintf("c%d", i), Name: models.DelegateToolName,
+					Arguments: fmt.Sprintf(`{"name": "h1", "task": "task %d"%s}`, i, options)})
+			}
+			return &models.RespondResult{Model: "m", ToolCalls: calls}, nil
+		}
+		return &models.RespondResult{Output: "output of " + in.Agent.Name, Model: "m"}, nil
+	}
+	env := newEnv(t, f)
+	env.OnActivity(a.LoadSubAgent, mock.Anything, mock.Anything).Return(func(_ context.Context, name string) (*models.SubAgent, error) {
+		return &models.SubAgent{ID: "sa-" + name, Name: name, SystemPrompt: "help", Enabled: true, MaxDepth: 3,
+			Tools: []string{"calculator"}, SubAgents: []string{"h2"}}, nil
+	})
+	if modeVersion == workflow.DefaultVersion {
+		env.OnGetVersion("delegate-mode", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	}
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(delegationHierarchy()))
+	mustComplete(t, env)
+	got := map[string]models.Agent{}
+	for _, in := range f.responds {
+		if in.Agent.AgentID == "sa-h1" {
+			got[in.Task] = in.Agent
+		}
+	}
+	return got, refusals(f)
+}
+
+// TestDelegateModeNarrowsTheSubAgent (spec 003, issue 23 item 20): the
+// delegate tool's options.mode runs the sub-agent without tools or
+// sub-agents (no_tools) or without sub-agents (no_delegation); no mode runs
+// it as defined, and an unknown mode is refused to the calling model. A run
+// from before changeDelegateMode ignores the options, as it did.
+func TestDelegateModeNarrowsTheSubAgent(t *testing.T) {
+	got, refused := delegateModeRun(t, 1)
+	if a := got["task 0"]; len(a.Tools) != 0 || len(a.SubAgents) != 0 {
+		t.Errorf("no_tools: tools %v, sub-agents %v", a.Tools, a.SubAgents)
+	}
+	if a := got["task 1"]; len(a.Tools) != 1 || len(a.SubAgents) != 0 {
+		t.Errorf("no_delegation: tools %v, sub-agents %v", a.Tools, a.SubAgents)
+	}
+	if a, ran := got["task 2"]; ran {
+		t.Errorf("an unknown mode ran the sub-agent with %+v", a)
+	}
+	if a := got["task 3"]; len(a.Tools) != 1 || len(a.SubAgents) != 1 {
+		t.Errorf("no mode: tools %v, sub-agents %v", a.Tools, a.SubAgents)
+	}
+	if len(refused) != 1 || !strings.Contains(refused[0], `options.mode "everything" is not one of default, no_delegation, no_tools`) {
+		t.Errorf("refusals = %q", refused)
+	}
+
+	got, refused = delegateModeRun(t, workflow.DefaultVersion)
+	if len(got) != 4 || len(refused) != 0 {
+		t.Fatalf("before the change: %d tasks ran, refusals %q; want 4 and none", len(got), refused)
+	}
+	for task, a := range got {
+		if len(a.Tools) != 1 || len(a.SubAgents) != 1 {
+			t.Errorf("before the change, %s: tools %v, sub-agents %v", task, a.Tools, a.SubAgents)
+		}
 	}
 }
