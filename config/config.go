@@ -38,6 +38,9 @@ type Config struct {
 	// /healthz and /readyz: "" (the API's address, or DefaultWorkerMetricsAddr
 	// in a process without the API), MetricsOff, or host:port.
 	MetricsAddr string
+	// MetricsTenantLabel adds the tenant label to the cost metric; off by
+	// default, and only accepted with /metrics off the API's address.
+	MetricsTenantLabel bool
 
 	TemporalAddress   string
 	TemporalNamespace string
@@ -233,6 +236,7 @@ var vars = []Var{
 	{"IDEMPOTENCY_KEY_TTL", "24h", "How long an `Idempotency-Key` is remembered: a request sent again with the same key within it gets the first response again instead of creating twice.", durationVar(func(c *Config, d time.Duration) { c.IdempotencyKeyTTL = d })},
 	{"SHUTDOWN_TIMEOUT", "30s", "How long SIGINT/SIGTERM waits for in-flight requests and activities.", durationVar(func(c *Config, d time.Duration) { c.ShutdownTimeout = d })},
 	{"METRICS_ADDR", "", "Address of a separate listener for `/metrics`, `/healthz` and `/readyz`, e.g. `:9090`; `/metrics` then stays off `HTTP_ADDR`. Empty: `/metrics` on `HTTP_ADDR` when the process runs the API, else (`serve -role worker`) on `:9090`. `off`: no `/metrics` anywhere.", func(c *Config, v string) error { c.MetricsAddr = strings.TrimSpace(v); return nil }},
+	{"METRICS_TENANT_LABEL", "false", "Label `executor_llm_cost_usd_total` by tenant as well as by model. Off by default because `/metrics` needs no key and would tell whoever reaches it every tenant's name and spend; `true` is only accepted with `/metrics` on an operator-only listener (`METRICS_ADDR` set, or a worker-only process), never on `HTTP_ADDR`.", boolVar(func(c *Config, b bool) { c.MetricsTenantLabel = b })},
 	{"TEMPORAL_ADDRESS", "", "Temporal frontend `host:port`. `executor dev` starts a dev server when it is empty; `executor serve` then uses `127.0.0.1:7233`.", func(c *Config, v string) error { c.TemporalAddress = v; return nil }},
 	{"TEMPORAL_NAMESPACE", "default", "Temporal namespace of runs.", func(c *Config, v string) error { c.TemporalNamespace = v; return nil }},
 	{"TEMPORAL_TASK_QUEUE", "op-stack-executor", "Task queue the worker polls and runs are started on.", func(c *Config, v string) error { c.TaskQueue = v; return nil }},

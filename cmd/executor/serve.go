@@ -110,10 +110,28 @@ func metricsPlacement(addr string, r role) (listen string, onAPI, required bool)
 	return addr, false, true
 }
 
+// checkMetricsTenantLabel refuses METRICS_TENANT_LABEL=true where /metrics
+// is served on the API's address: that address is reachable by every
+// client and /metrics needs no key, so per-tenant series would tell any
+// caller the other tenants' names and spend. A listener of its own
+// (METRICS_ADDR, or a worker's default) is the operator's to protect.
+func checkMetricsTenantLabel(cfg config.Config, r role) error {
+	if !cfg.MetricsTenantLabel {
+		return nil
+	}
+	if _, onAPI, _ := metricsPlacement(cfg.MetricsAddr, r); onAPI {
+		return errors.New("METRICS_TENANT_LABEL=true needs /metrics off the API's address: set METRICS_ADDR to an operator-only host:port (or off)")
+	}
+	return nil
+}
+
 // serve runs the selected roles until ctx is cancelled, then shuts down
 // gracefully within cfg.ShutdownTimeout (see shutdown).
 func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) error {
-	tel, err := telemetry.Setup(ctx, telemetry.Options{Log: log})
+	if err := checkMetricsTenantLabel(cfg, r); err != nil {
+		return err
+	}
+	tel, err := telemetry.Setup(ctx, telemetry.Options{Log: log, Metrics: telemetry.MetricsOptions{TenantLabel: cfg.MetricsTenantLabel}})
 	if err != nil {
 		return fmt.Errorf("telemetry: %w", err)
 	}
