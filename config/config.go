@@ -20,6 +20,11 @@ import (
 type Config struct {
 	HTTPAddr        string
 	DatabaseURL     string
+	// DBMaxOpenConns, DBMaxIdleConns and DBConnMaxLifetime bound this
+	// process's PostgreSQL connection pool (store.Pool).
+	DBMaxOpenConns    int
+	DBMaxIdleConns    int
+	DBConnMaxLifetime time.Duration
 	DataDir         string
 	LogLevel        string
 	LogFormat       string
@@ -209,6 +214,9 @@ type Var struct {
 var vars = []Var{
 	{"HTTP_ADDR", "", "Address the HTTP API listens on. Empty: `127.0.0.1:8080` for `executor dev` (this machine only), `:8080` (every interface) for `executor serve`.", func(c *Config, v string) error { c.HTTPAddr = v; return nil }},
 	{"DATABASE_URL", "", "PostgreSQL URL (`postgres://user:pass@host:5432/db?sslmode=disable`). Empty: an embedded SQLite file `executor.db` under `DATA_DIR`.", func(c *Config, v string) error { c.DatabaseURL = v; return nil }},
+	{"DB_MAX_OPEN_CONNS", "20", "Most PostgreSQL connections this process opens at once; a request that finds them all busy waits for one instead of failing. Keep the sum over every API and worker process (plus one per API process for `SSE_NOTIFY`'s LISTEN) under the server's `max_connections` (100 by default: 2 API + 2 worker processes hold at most 82). SQLite always uses one.", intVar(func(c *Config, n int) { c.DBMaxOpenConns = n })},
+	{"DB_MAX_IDLE_CONNS", "10", "Most idle PostgreSQL connections kept for reuse (at most `DB_MAX_OPEN_CONNS`).", intVar(func(c *Config, n int) { c.DBMaxIdleConns = n })},
+	{"DB_CONN_MAX_LIFETIME", "30m", "A PostgreSQL connection is closed (and reopened when needed) this long after it was opened, so connections move to a restarted or failed-over server.", durationVar(func(c *Config, d time.Duration) { c.DBConnMaxLifetime = d })},
 	{"DATA_DIR", "./.data", "Directory for the embedded SQLite database and the dev server's Temporal database.", func(c *Config, v string) error { c.DataDir = v; return nil }},
 	{"LOG_LEVEL", "info", "`debug`, `info`, `warn` or `error`.", func(c *Config, v string) error { c.LogLevel = v; return nil }},
 	{"LOG_FORMAT", "text", "`text` or `json` (structured logs for collectors).", func(c *Config, v string) error { c.LogFormat = v; return nil }},

@@ -43,8 +43,14 @@ func parseRole(s string) (role, error) {
 	return role{}, fmt.Errorf("--role: want all, api or worker, got %q", s)
 }
 
+// dbPool is the connection pool DB_MAX_OPEN_CONNS, DB_MAX_IDLE_CONNS and
+// DB_CONN_MAX_LIFETIME ask for.
+func dbPool(cfg config.Config) store.Option {
+	return store.WithPool(store.Pool{MaxOpen: cfg.DBMaxOpenConns, MaxIdle: cfg.DBMaxIdleConns, MaxLifetime: cfg.DBConnMaxLifetime})
+}
+
 func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*store.Store, error) {
-	st, err := store.Open(cfg.DatabaseURL, cfg.SQLitePath())
+	st, err := store.Open(cfg.DatabaseURL, cfg.SQLitePath(), dbPool(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -56,12 +62,12 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*store
 	if cfg.DatabaseURL != "" {
 		where = "postgres"
 	}
-	log.Info("database ready", "database", where)
+	log.Info("database ready", "database", where, "max_open_conns", cfg.DBMaxOpenConns)
 	return st, nil
 }
 
 func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	st, err := store.Open(cfg.DatabaseURL, cfg.SQLitePath())
+	st, err := store.Open(cfg.DatabaseURL, cfg.SQLitePath(), dbPool(cfg))
 	if err != nil {
 		return err
 	}
