@@ -20,16 +20,18 @@ import (
 type Config struct {
 	HTTPAddr        string
 	DatabaseURL     string
-	// DBMaxOpenConns, DBMaxIdleConns and DBConnMaxLifetime bound this
-	// process's PostgreSQL connection pool (store.Pool).
-	DBMaxOpenConns    int
-	DBMaxIdleConns    int
-	DBConnMaxLifetime time.Duration
 	DataDir         string
 	LogLevel        string
 	LogFormat       string
 	MaxBodyBytes    int64
 	ShutdownTimeout time.Duration
+
+	// DBMaxOpenConns, DBMaxIdleConns and DBConnMaxLifetime bound this
+	// process's PostgreSQL connection pool (store.Pool).
+	DBMaxOpenConns    int
+	DBMaxIdleConns    int
+	DBConnMaxLifetime time.Duration
+
 	// Access limits. RateLimitRPS 0 turns the request rate limit off;
 	// MaxConcurrentRunsPerTenant 0 is no limit.
 	RateLimitRPS               float64
