@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -193,11 +194,16 @@ func (s *Server) authenticate(c *gin.Context) {
 	case s.access.Mode != AuthRequired:
 		p = auth.Anonymous()
 	case known && r.streamToken && c.Query("token") != "":
+		token, runID := c.Query("token"), c.Param("id")
 		var err error
-		if p, err = s.streamTokenPrincipal(c.Request.Context(), c.Query("token"), c.Param("id")); err != nil {
+		if p, err = s.streamTokenPrincipal(c.Request.Context(), token, runID); err != nil {
 			s.refuse(c, err)
 			return
 		}
+		c.Set(credentialCheckKey, credentialCheck(func(ctx context.Context) error {
+			_, err := s.streamTokenPrincipal(ctx, token, runID)
+			return err
+		}))
 	default:
 		cred, err := bearer(c.Request)
 		if err == nil {
@@ -211,6 +217,17 @@ func (s *Server) authenticate(c *gin.Context) {
 			s.refuse(c, err)
 			return
 		}
+		if p.Method == auth.MethodAPIKey {
+			// Only API keys are checked again: they can be revoked here. An
+			// identity provider's token is not rechecked mid-stream (it
+			// cannot be revoked here, and its expiry must not cut a stream
+			// that its client will reopen with a fresh token anyway).
+			authn := s.access.Authenticator
+			c.Set(credentialCheckKey, credentialCheck(func(ctx context.Context) error {
+				_, err := authn.Authenticate(ctx, cred)
+				return err
+			}))
+		}
 	}
 	c.Request = c.Request.WithContext(auth.WithPrincipal(c.Request.Context(), p))
 	if known && !p.Has(r.scope) {
@@ -219,6 +236,18 @@ func (s *Server) authenticate(c *gin.Context) {
 	}
 	c.Next()
 }
+
+// credentialCheckKey holds, in a request's gin context, the request's
+// credentialCheck (none with AUTH_MODE=off).
+const credentialCheckKey = "api.credential_check"
+
+// credentialCheck authenticates a request's credential again: nil while it
+// is valid, auth.ErrInvalidCredentials once it is revoked or expired (or,
+// for a stream token, once the key that issued it is), another error when
+// that cannot be told (the database is down). Event streams call it every
+// StreamOptions.CredentialCheckInterval, so that revoking a key ends the
+// streams opened with it or with its stream tokens.
+type credentialCheck func(ctx context.Context) error
 
 // refuse answers an authentication failure: 401 for bad credentials, the
 // error itself (503 when the key store is down) otherwise.

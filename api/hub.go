@@ -62,7 +62,17 @@ type StreamOptions struct {
 	// BufferEvents bounds the events of a run held in memory (default
 	// 10000); a subscriber further behind reads the database.
 	BufferEvents int
+	// CredentialCheckInterval is how often an open event stream checks
+	// that the credential it was opened with (an API key, or a stream
+	// token and the key that issued it) is still valid (default
+	// DefaultCredentialCheckInterval): the longest a stream outlives the
+	// revocation of its key.
+	CredentialCheckInterval time.Duration
 }
+
+// DefaultCredentialCheckInterval is StreamOptions.CredentialCheckInterval's
+// default: one indexed lookup per open stream every 5 s.
+const DefaultCredentialCheckInterval = 5 * time.Second
 
 func (o StreamOptions) withDefaults() StreamOptions {
 	if o.PollInterval <= 0 {
@@ -76,6 +86,9 @@ func (o StreamOptions) withDefaults() StreamOptions {
 	}
 	if o.IdlePollInterval < o.PollInterval {
 		o.IdlePollInterval = o.PollInterval
+	}
+	if o.CredentialCheckInterval <= 0 {
+		o.CredentialCheckInterval = DefaultCredentialCheckInterval
 	}
 	if o.SafetyPollInterval <= 0 {
 		o.SafetyPollInterval = time.Second

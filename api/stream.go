@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/op-stack/executor/auth"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
 )
@@ -168,6 +170,8 @@ func (s *Server) serveStream(c *gin.Context, id string, after *int64, format, tr
 		sub.conn = h.open(c)
 	}
 	defer func() { h.closeConn(sub.conn, sub.complete) }()
+	ctx, stopWatching := s.watchCredential(c, ctx, run.ID)
+	defer stopWatching()
 	select {
 	case <-h.closing:
 		sub.conn.writeShutdown()
@@ -277,6 +281,43 @@ func (s *Server) streamLive(ctx context.Context, conn *subscriber, run *store.Ru
 			keepAlive.Reset(h.opts.KeepAlive)
 		}
 	}
+}
+
+// watchCredential returns ctx cancelled once the request's credential
+// (its credentialCheck) is found invalid: revoked, expired, or a stream
+// token whose key was revoked. It checks every CredentialCheckInterval; a
+// check that fails otherwise (the database is down) leaves the stream
+// open, as an outage is no revocation. stop ends the watch.
+func (s *Server) watchCredential(c *gin.Context, ctx context.Context, runID string) (_ context.Context, stop func()) {
+	v, _ := c.Get(credentialCheckKey)
+	check, _ := v.(credentialCheck)
+	if check == nil {
+		return ctx, func() {}
+	}
+	// Read now: gin reuses c once the handler returns.
+	keyID := principal(c).KeyID
+	ctx, cancel := context.WithCancel(ctx)
+	every := s.streams.opts.CredentialCheckInterval
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			cctx, ccancel := context.WithTimeout(ctx, every)
+			err := check(cctx)
+			ccancel()
+			if errors.Is(err, auth.ErrInvalidCredentials) {
+				s.log.InfoContext(ctx, "event stream ended: its credential was revoked or expired", "run_id", runID, "key_id", keyID)
+				cancel()
+				return
+			}
+		}
+	}()
+	return ctx, cancel
 }
 
 func (s *Server) logStreamError(ctx context.Context, runID string, err error) {

@@ -18,8 +18,10 @@ import (
 // A stream token lets a browser's EventSource, which cannot send an
 // Authorization header, open one run's stream: GET …/stream?token=ost_….
 // An authenticated call with runs:read on the run issues it; it is stored
-// hashed, names its run and tenant, and may be used to connect (and
-// reconnect) until it expires. The API key itself never goes in a URL,
+// hashed, names its run, its tenant and the API key that issued it, and may
+// be used to connect (and reconnect) until it expires or that key is
+// revoked; a stream opened with it ends within
+// StreamOptions.CredentialCheckInterval of the revocation. The API key itself never goes in a URL,
 // where proxies and browser history would keep it.
 
 // streamTokenResponse is the answer of runs/stream-token and of spec 001's
@@ -47,7 +49,13 @@ func (s *Server) issueStreamToken(ctx context.Context, runID string, v1 bool) (s
 		ttl = DefaultStreamTokenTTL
 	}
 	expires := time.Now().UTC().Add(ttl)
-	if err := s.store.CreateStreamToken(ctx, auth.HashSecret(token), run.ID, tenantOrDefault(run.TenantID), expires); err != nil {
+	// A token issued with an API key lives no longer than the key: it is
+	// refused (and its open streams end) once the key is revoked.
+	var keyID string
+	if p, ok := auth.PrincipalFrom(ctx); ok && p.Method == auth.MethodAPIKey {
+		keyID = p.KeyID
+	}
+	if err := s.store.CreateKeyStreamToken(ctx, auth.HashSecret(token), run.ID, tenantOrDefault(run.TenantID), keyID, expires); err != nil {
 		return streamTokenResponse{}, err
 	}
 	path := ExecutorPrefix + "/runs/" + run.ID + "/stream"

@@ -25,6 +25,13 @@ type Config struct {
 	LogFormat       string
 	MaxBodyBytes    int64
 	ShutdownTimeout time.Duration
+
+	// DBMaxOpenConns, DBMaxIdleConns and DBConnMaxLifetime bound this
+	// process's PostgreSQL connection pool (store.Pool).
+	DBMaxOpenConns    int
+	DBMaxIdleConns    int
+	DBConnMaxLifetime time.Duration
+
 	// Access limits. RateLimitRPS 0 turns the request rate limit off;
 	// MaxConcurrentRunsPerTenant 0 is no limit.
 	RateLimitRPS               float64
@@ -38,6 +45,9 @@ type Config struct {
 	// /healthz and /readyz: "" (the API's address, or DefaultWorkerMetricsAddr
 	// in a process without the API), MetricsOff, or host:port.
 	MetricsAddr string
+	// MetricsTenantLabel adds the tenant label to the cost metric; off by
+	// default, and only accepted with /metrics off the API's address.
+	MetricsTenantLabel bool
 
 	TemporalAddress   string
 	TemporalNamespace string
@@ -218,6 +228,9 @@ type Var struct {
 var vars = []Var{
 	{"HTTP_ADDR", "", "Address the HTTP API listens on. Empty: `127.0.0.1:8080` for `executor dev` (this machine only), `:8080` (every interface) for `executor serve`.", func(c *Config, v string) error { c.HTTPAddr = v; return nil }},
 	{"DATABASE_URL", "", "PostgreSQL URL (`postgres://user:pass@host:5432/db?sslmode=disable`). Empty: an embedded SQLite file `executor.db` under `DATA_DIR`.", func(c *Config, v string) error { c.DatabaseURL = v; return nil }},
+	{"DB_MAX_OPEN_CONNS", "20", "Most PostgreSQL connections this process opens at once; a request that finds them all busy waits for one instead of failing. Keep the sum over every API and worker process (plus one per API process for `SSE_NOTIFY`'s LISTEN) under the server's `max_connections` (100 by default: 2 API + 2 worker processes hold at most 82). SQLite always uses one.", intVar(func(c *Config, n int) { c.DBMaxOpenConns = n })},
+	{"DB_MAX_IDLE_CONNS", "10", "Most idle PostgreSQL connections kept for reuse (at most `DB_MAX_OPEN_CONNS`).", intVar(func(c *Config, n int) { c.DBMaxIdleConns = n })},
+	{"DB_CONN_MAX_LIFETIME", "30m", "A PostgreSQL connection is closed (and reopened when needed) this long after it was opened, so connections move to a restarted or failed-over server.", durationVar(func(c *Config, d time.Duration) { c.DBConnMaxLifetime = d })},
 	{"DATA_DIR", "./.data", "Directory for the embedded SQLite database and the dev server's Temporal database.", func(c *Config, v string) error { c.DataDir = v; return nil }},
 	{"LOG_LEVEL", "info", "`debug`, `info`, `warn` or `error`.", func(c *Config, v string) error { c.LogLevel = v; return nil }},
 	{"LOG_FORMAT", "text", "`text` or `json` (structured logs for collectors).", func(c *Config, v string) error { c.LogFormat = v; return nil }},
@@ -245,6 +258,7 @@ var vars = []Var{
 	{"IDEMPOTENCY_KEY_TTL", "24h", "How long an `Idempotency-Key` is remembered: a request sent again with the same key within it gets the first response again instead of creating twice.", durationVar(func(c *Config, d time.Duration) { c.IdempotencyKeyTTL = d })},
 	{"SHUTDOWN_TIMEOUT", "30s", "How long SIGINT/SIGTERM waits for in-flight requests and activities.", durationVar(func(c *Config, d time.Duration) { c.ShutdownTimeout = d })},
 	{"METRICS_ADDR", "", "Address of a separate listener for `/metrics`, `/healthz` and `/readyz`, e.g. `:9090`; `/metrics` then stays off `HTTP_ADDR`. Empty: `/metrics` on `HTTP_ADDR` when the process runs the API, else (`serve -role worker`) on `:9090`. `off`: no `/metrics` anywhere.", func(c *Config, v string) error { c.MetricsAddr = strings.TrimSpace(v); return nil }},
+	{"METRICS_TENANT_LABEL", "false", "Label `executor_llm_cost_usd_total` by tenant as well as by model. Off by default because `/metrics` needs no key and would tell whoever reaches it every tenant's name and spend; `true` is only accepted with `/metrics` on an operator-only listener (`METRICS_ADDR` set, or a worker-only process), never on `HTTP_ADDR`.", boolVar(func(c *Config, b bool) { c.MetricsTenantLabel = b })},
 	{"TEMPORAL_ADDRESS", "", "Temporal frontend `host:port`. `executor dev` starts a dev server when it is empty; `executor serve` then uses `127.0.0.1:7233`.", func(c *Config, v string) error { c.TemporalAddress = v; return nil }},
 	{"TEMPORAL_NAMESPACE", "default", "Temporal namespace of runs.", func(c *Config, v string) error { c.TemporalNamespace = v; return nil }},
 	{"TEMPORAL_TASK_QUEUE", "op-stack-executor", "Task queue the worker polls and runs are started on.", func(c *Config, v string) error { c.TaskQueue = v; return nil }},
@@ -317,7 +331,7 @@ var vars = []Var{
 	{"MAX_DELEGATIONS_PER_TURN", "8", "Most sub-agents one agent turn may start through `delegate` (over all its tool rounds); further delegate calls are refused with a tool result saying so and a `system.warning`. At least 1.", intVar(func(c *Config, n int) { c.MaxDelegationsPerTurn = n })},
 	{"MAX_DELEGATIONS_PER_RUN", "64", "Most sub-agents a whole run may start through `delegate`, nested sub-agents and continue-as-new included; further delegate calls are refused the same way. At least 1.", intVar(func(c *Config, n int) { c.MaxDelegationsPerRun = n })},
 	{"TOOLS_HTTP_ALLOWED_HOSTS", "", "Hosts the `http_get` tool may fetch, comma-separated (`example.com`, or `.example.com` for its subdomains). Empty: any public host.", func(c *Config, v string) error { c.ToolsHTTPAllowedHosts = splitList(v); return nil }},
-	{"TOOLS_HTTP_ALLOW_PRIVATE", "false", "Let `http_get` reach loopback, private, link-local and CGNAT addresses (off: such URLs are refused, also after DNS resolution and redirects).", boolVar(func(c *Config, b bool) { c.ToolsHTTPAllowPrivate = b })},
+	{"TOOLS_HTTP_ALLOW_PRIVATE", "false", "Let `http_get` reach loopback, private, link-local and CGNAT addresses and the host's own interface addresses (off: such URLs are refused, also after DNS resolution and redirects).", boolVar(func(c *Config, b bool) { c.ToolsHTTPAllowPrivate = b })},
 	{"TOOLS_HTTP_MAX_BYTES", "1048576", "Largest response body `http_get` returns; longer ones are cut.", intVar(func(c *Config, n int) { c.ToolsHTTPMaxBytes = n })},
 	{"TOOLS_HTTP_TIMEOUT", "10s", "Time limit of one `http_get` request.", durationVar(func(c *Config, d time.Duration) { c.ToolsHTTPTimeout = d })},
 	{"TOOL_CALL_TIMEOUT", "2m", "Longest one tool call (one attempt of its activity) may take; a call that times out on every attempt is an error result for the model (the agent goes on).", durationVar(func(c *Config, d time.Duration) { c.ToolCallTimeout = d })},

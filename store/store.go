@@ -4,6 +4,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -40,9 +41,62 @@ type Store struct {
 	sqlitePath string
 }
 
+// Pool bounds a process's PostgreSQL connections (database/sql's pool).
+// Every process opens its own pool, so the sum of MaxOpen over the
+// replicas (plus one LISTEN connection per API process, see SSE_NOTIFY)
+// must stay under the server's max_connections; a request that finds every
+// connection busy waits for one (as long as its context allows) instead of
+// failing.
+type Pool struct {
+	// MaxOpen is the most connections open at once (in use or idle).
+	MaxOpen int
+	// MaxIdle is the most idle connections kept for reuse.
+	MaxIdle int
+	// MaxLifetime closes a connection this long after it was opened, so
+	// that connections move to a restarted or failed-over server and a
+	// load balancer in front of PostgreSQL sees them spread.
+	MaxLifetime time.Duration
+}
+
+// DefaultPool is the pool of a process that names none: 20 connections, of
+// which 10 idle, each for 30 minutes at most. Two API and two worker
+// processes then hold at most 80 (+2 LISTEN) of PostgreSQL's default
+// max_connections of 100, leaving room for migrations, psql and the
+// superuser's reserve.
+var DefaultPool = Pool{MaxOpen: 20, MaxIdle: 10, MaxLifetime: 30 * time.Minute}
+
+// Option configures Open.
+type Option func(*openOptions)
+
+type openOptions struct{ pool Pool }
+
+// WithPool sets the PostgreSQL connection pool (DefaultPool otherwise).
+// Zero fields keep DefaultPool's value. SQLite ignores it: it always uses
+// one connection.
+func WithPool(p Pool) Option {
+	return func(o *openOptions) {
+		if p.MaxOpen > 0 {
+			o.pool.MaxOpen = p.MaxOpen
+		}
+		if p.MaxIdle > 0 {
+			o.pool.MaxIdle = p.MaxIdle
+		}
+		if p.MaxLifetime > 0 {
+			o.pool.MaxLifetime = p.MaxLifetime
+		}
+	}
+}
+
 // Open connects to databaseURL (a postgres:// URL) or, when it is empty, to
 // the SQLite file sqlitePath, creating its directory. It does not migrate.
-func Open(databaseURL, sqlitePath string) (*Store, error) {
+func Open(databaseURL, sqlitePath string, opts ...Option) (*Store, error) {
+	o := openOptions{pool: DefaultPool}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.pool.MaxIdle > o.pool.MaxOpen {
+		o.pool.MaxIdle = o.pool.MaxOpen
+	}
 	cfg := &gorm.Config{
 		Logger:         logger.Discard,
 		NowFunc:        func() time.Time { return time.Now().UTC() },
@@ -55,7 +109,13 @@ func Open(databaseURL, sqlitePath string) (*Store, error) {
 	)
 	if databaseURL != "" {
 		dialect = DialectPostgres
-		db, err = gorm.Open(postgres.Open(databaseURL), cfg)
+		var sqlDB *sql.DB
+		if sqlDB, err = openPostgres(databaseURL, o.pool); err == nil {
+			db, err = gorm.Open(postgres.New(postgres.Config{Conn: sqlDB}), cfg)
+			if err != nil {
+				sqlDB.Close()
+			}
+		}
 	} else {
 		dialect = DialectSQLite
 		if dir := filepath.Dir(sqlitePath); dir != "" {

@@ -12,9 +12,12 @@ import (
 var ErrStreamTokenNotFound = errors.New("stream token not found")
 
 type streamTokenRow struct {
-	Hash      string `gorm:"primaryKey"`
-	RunID     string
-	TenantID  string
+	Hash     string `gorm:"primaryKey"`
+	RunID    string
+	TenantID string
+	// KeyID is the API key that issued the token ("" for none): the token
+	// is valid only while that key is.
+	KeyID     string
 	ExpiresAt time.Time
 	CreatedAt time.Time
 }
@@ -30,9 +33,16 @@ const streamTokenGrace = time.Hour
 // tokens that expired over an hour ago: one indexed delete, so that the
 // table stays small without a separate sweeper.
 func (s *Store) CreateStreamToken(ctx context.Context, hash, runID, tenant string, expiresAt time.Time) error {
+	return s.CreateKeyStreamToken(ctx, hash, runID, tenant, "", expiresAt)
+}
+
+// CreateKeyStreamToken is CreateStreamToken for a token issued by the API
+// key keyID ("" for none): StreamToken refuses the token once that key is
+// revoked, expired or deleted.
+func (s *Store) CreateKeyStreamToken(ctx context.Context, hash, runID, tenant, keyID string, expiresAt time.Time) error {
 	now := dbTime(time.Now())
 	db := s.db.WithContext(ctx)
-	row := streamTokenRow{Hash: hash, RunID: runID, TenantID: tenantOr(tenant), ExpiresAt: dbTime(expiresAt), CreatedAt: now}
+	row := streamTokenRow{Hash: hash, RunID: runID, TenantID: tenantOr(tenant), KeyID: keyID, ExpiresAt: dbTime(expiresAt), CreatedAt: now}
 	if err := db.Create(&row).Error; err != nil {
 		return fmt.Errorf("insert stream token: %w", err)
 	}
@@ -43,8 +53,9 @@ func (s *Store) CreateStreamToken(ctx context.Context, hash, runID, tenant strin
 }
 
 // StreamToken returns the run, tenant and expiry of the token stored under
-// hash. A token past its expiry is reported as ErrStreamTokenNotFound just
-// like an unknown one, so callers need not check the expiry themselves;
+// hash. A token past its expiry, or issued by an API key that has since
+// been revoked, expired or deleted, is reported as ErrStreamTokenNotFound
+// just like an unknown one, so callers need not check either themselves;
 // expiresAt lets a stream end when its token does.
 func (s *Store) StreamToken(ctx context.Context, hash string) (runID, tenant string, expiresAt time.Time, err error) {
 	var row streamTokenRow
@@ -54,8 +65,21 @@ func (s *Store) StreamToken(ctx context.Context, hash string) (runID, tenant str
 		}
 		return "", "", time.Time{}, err
 	}
-	if !time.Now().Before(row.ExpiresAt) {
+	now := time.Now()
+	if !now.Before(row.ExpiresAt) {
 		return "", "", time.Time{}, ErrStreamTokenNotFound
+	}
+	if row.KeyID != "" {
+		var key apiKeyRow
+		if err := s.db.WithContext(ctx).Take(&key, "id = ?", row.KeyID).Error; err != nil {
+			if notFound(err) {
+				return "", "", time.Time{}, ErrStreamTokenNotFound
+			}
+			return "", "", time.Time{}, err
+		}
+		if key.RevokedAt != nil || (key.ExpiresAt != nil && !now.Before(*key.ExpiresAt)) {
+			return "", "", time.Time{}, ErrStreamTokenNotFound
+		}
 	}
 	return row.RunID, row.TenantID, row.ExpiresAt.UTC(), nil
 }

@@ -57,12 +57,34 @@ type Metrics struct {
 	runsFinished       *prometheus.CounterVec
 	streams            *streamCollector
 	circuits           *circuitCollector
+	tenantLabel        bool
 }
 
-// NewMetrics creates the collectors and registers them on reg; it panics
-// when they are registered there already, a wiring mistake.
+// MetricsOptions configure NewMetricsWith.
+type MetricsOptions struct {
+	// TenantLabel adds the label tenant, the run's tenant, to
+	// executor_llm_cost_usd_total. Off by default: /metrics needs no key,
+	// and a per-tenant series would tell anyone who can reach it every
+	// tenant's name and spend (METRICS_TENANT_LABEL; serve only accepts it
+	// with /metrics on an operator-only METRICS_ADDR).
+	TenantLabel bool
+}
+
+// NewMetrics creates the collectors, without per-tenant series, and
+// registers them on reg; it panics when they are registered there
+// already, a wiring mistake.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
+	return NewMetricsWith(reg, MetricsOptions{})
+}
+
+// NewMetricsWith is NewMetrics with options.
+func NewMetricsWith(reg prometheus.Registerer, opts MetricsOptions) *Metrics {
+	costLabels, costHelp := []string{"model"}, "Cost in US dollars of successful LLM calls whose model has a price, by model."
+	if opts.TenantLabel {
+		costLabels, costHelp = []string{"model", "tenant"}, "Cost in US dollars of successful LLM calls whose model has a price, by model and tenant."
+	}
 	m := &Metrics{
+		tenantLabel: opts.TenantLabel,
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "http_requests_total",
 			Help: "HTTP requests served, by method, route (the router's pattern, \"unmatched\" for none) and status code.",
@@ -91,8 +113,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"model", "kind"}),
 		llmCost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "llm_cost_usd_total",
-			Help: "Cost in US dollars of successful LLM calls whose model has a price, by model and tenant.",
-		}, []string{"model", "tenant"}),
+			Help: costHelp,
+		}, costLabels),
 		llmDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "llm_call_duration_seconds",
 			Help:    "Duration of LLM call attempts, whatever their outcome, by model.",
@@ -154,9 +176,14 @@ type LLMCall struct {
 }
 
 // AddLLMCost counts what a successful call cost, by the model that
-// answered and the run's tenant ("" when the run has none).
+// answered and, with MetricsOptions.TenantLabel only, the run's tenant
+// ("" when the run has none).
 func (m *Metrics) AddLLMCost(model, tenant string, usd float64) {
 	if m == nil || usd < 0 {
+		return
+	}
+	if !m.tenantLabel {
+		m.llmCost.WithLabelValues(model).Add(usd)
 		return
 	}
 	m.llmCost.WithLabelValues(model, tenant).Add(usd)

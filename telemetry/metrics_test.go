@@ -62,8 +62,8 @@ func TestMetricsRecord(t *testing.T) {
 	m.AddLLMCost("gpt-4o", "acme", 0.5)
 	m.AddLLMCost("gpt-4o", "", 1)
 
-	if got := testutil.ToFloat64(m.llmCost.WithLabelValues("gpt-4o", "acme")); got != 0.75 {
-		t.Errorf("acme's cost = %v, want 0.75", got)
+	if got := testutil.ToFloat64(m.llmCost.WithLabelValues("gpt-4o")); got != 1.75 {
+		t.Errorf("gpt-4o's cost = %v, want 1.75", got)
 	}
 	if got := testutil.ToFloat64(m.httpRequests.WithLabelValues("POST", "/api/executor/v1/runs/start", "200")); got != 2 {
 		t.Errorf("http requests = %v, want 2", got)
@@ -212,4 +212,45 @@ executor_llm_circuit_state{provider="openai"} 0
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "executor_llm_circuit_state", "executor_llm_circuit_openings_total"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestCostMetricNamesNoTenantByDefault: /metrics needs no key, so by
+// default its scrape names no tenant (issue 23 item 6); the per-tenant
+// series exist only when asked for (METRICS_TENANT_LABEL).
+func TestCostMetricNamesNoTenantByDefault(t *testing.T) {
+	scrape := func(m *Metrics, reg *prometheus.Registry) string {
+		m.AddLLMCost("gpt-4o", "acme-corp", 0.25)
+		m.AddLLMCost("gpt-4o", "globex", 0.5)
+		rec := httptest.NewRecorder()
+		Handler(reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return rec.Body.String()
+	}
+	reg := NewRegistry()
+	body := scrape(NewMetrics(reg), reg)
+	for _, tenant := range []string{"acme-corp", "globex", `tenant="`} {
+		if strings.Contains(body, tenant) {
+			t.Errorf("the default scrape carries %q", tenant)
+		}
+	}
+	if !strings.Contains(body, `executor_llm_cost_usd_total{model="gpt-4o"} 0.75`) {
+		t.Errorf("the default scrape lacks the cost by model:\n%s", grepLines(body, "llm_cost"))
+	}
+
+	reg = NewRegistry()
+	body = scrape(NewMetricsWith(reg, MetricsOptions{TenantLabel: true}), reg)
+	for _, want := range []string{`executor_llm_cost_usd_total{model="gpt-4o",tenant="acme-corp"} 0.25`, `executor_llm_cost_usd_total{model="gpt-4o",tenant="globex"} 0.5`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("with TenantLabel the scrape lacks %q:\n%s", want, grepLines(body, "llm_cost"))
+		}
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -31,6 +31,8 @@ type Options struct {
 	// ConsoleWriter receives the spans of OTEL_TRACES_EXPORTER=console;
 	// nil is standard output.
 	ConsoleWriter io.Writer
+	// Metrics configure the service's own collectors (per-tenant series).
+	Metrics MetricsOptions
 }
 
 // Telemetry is one process's metrics and tracing, built once by Setup and
@@ -64,7 +66,7 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 		getenv = os.Getenv
 	}
 	reg := NewRegistry()
-	t := &Telemetry{Registry: reg, Metrics: NewMetrics(reg)}
+	t := &Telemetry{Registry: reg, Metrics: NewMetricsWith(reg, opts.Metrics)}
 	var err error
 	if t.Temporal, err = NewTemporalMetrics(reg, log); err != nil {
 		return nil, err

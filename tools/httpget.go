@@ -39,7 +39,8 @@ const (
 // A model's arguments can be steered by whatever text it has read, so the
 // tool treats every URL as hostile: only http and https, no credentials in
 // URLs, no cookies, the host allowlist applied to every hop, and a network
-// guard that refuses every non-public address when the connection is made
+// guard that refuses every non-public address, and every address of this
+// host itself, when the connection is made
 // (see dialControl), not merely when the URL is parsed.
 func HTTPGet(cfg Config) Tool {
 	cfg = cfg.withDefaults()

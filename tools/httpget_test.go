@@ -352,3 +352,68 @@ func TestAddressClass(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPGetRefusesTheHostsOwnAddresses: an address of one of this
+// host's interfaces is refused even when it is public (issue 23 item 9):
+// a server listening on it is this host's. The machine's own addresses
+// are enumerated; those addressClass already refuses are checked too.
+func TestHTTPGetRefusesTheHostsOwnAddresses(t *testing.T) {
+	own, err := interfaceAddrs()
+	if err != nil {
+		t.Fatalf("list interface addresses: %v", err)
+	}
+	tool := HTTPGet(Config{})
+	var public int
+	for _, a := range own {
+		if a.IsLoopback() || a.IsLinkLocalUnicast() {
+			continue
+		}
+		if addressClass(a) == "" {
+			public++
+		}
+		// A server on the address, so that a request that got through
+		// would be answered and counted.
+		ln, err := net.Listen("tcp", netip.AddrPortFrom(a, 0).String())
+		if err != nil {
+			t.Logf("cannot listen on %s: %v", a, err)
+			continue
+		}
+		var hits atomic.Int32
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) })}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		u := "http://" + ln.Addr().String() + "/"
+		if _, err := fetch(t, tool, u, nil); err == nil || !strings.Contains(err.Error(), "loopback/private addresses are not allowed") || IsRetryable(err) {
+			t.Errorf("%s: err = %v", u, err)
+		}
+		if hits.Load() != 0 {
+			t.Errorf("%s: the host's own server got %d requests", u, hits.Load())
+		}
+	}
+	t.Logf("checked %d interface addresses, %d of them public", len(own), public)
+
+	// The same rule with a public address the test controls, whatever
+	// this machine's interfaces are: 8.8.8.8 as "this host's".
+	guard := hostGuard(func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("8.8.8.8")}, nil })
+	err = guard(netip.MustParseAddrPort("8.8.8.8:443"))
+	if err == nil || err.Error() != "8.8.8.8 is an address of this host; loopback/private addresses are not allowed" {
+		t.Errorf("8.8.8.8 as the host's own: err = %v", err)
+	}
+	if err := guard(netip.MustParseAddrPort("[::ffff:8.8.8.8]:443")); err == nil {
+		t.Error("::ffff:8.8.8.8 as the host's own was allowed")
+	}
+	if err := guard(netip.MustParseAddrPort("1.1.1.1:443")); err != nil {
+		t.Errorf("1.1.1.1: err = %v", err)
+	}
+	// Unlisted interfaces: fail closed.
+	failing := hostGuard(func() ([]netip.Addr, error) { return nil, fmt.Errorf("netlink refused") })
+	if err := failing(netip.MustParseAddrPort("1.1.1.1:443")); err == nil {
+		t.Error("a guard that could not list the interfaces allowed 1.1.1.1")
+	}
+	// The unspecified addresses reach this host too.
+	for _, u := range []string{"http://0.0.0.0/", "http://[::]/"} {
+		if _, err := fetch(t, tool, u, nil); err == nil || !strings.Contains(err.Error(), "unspecified") {
+			t.Errorf("%s: err = %v", u, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 	"syscall"
@@ -29,6 +30,9 @@ type blockedError struct {
 func (e *blockedError) Error() string {
 	if !e.addr.IsValid() {
 		return fmt.Sprintf("cannot check the address %q; loopback/private addresses are not allowed", e.raw)
+	}
+	if strings.HasPrefix(e.reason, "this host") {
+		return fmt.Sprintf("%s is an address of %s; loopback/private addresses are not allowed", e.addr, e.reason)
 	}
 	article := "a"
 	if strings.ContainsRune("aeiouAEIOU", rune(e.reason[0])) {
@@ -71,12 +75,61 @@ func addressClass(addr netip.Addr) string {
 }
 
 // guardAddress is the network guard: an error for every address outside
-// the public internet.
+// the public internet, and for every address of this host itself.
 func guardAddress(ap netip.AddrPort) error {
-	if class := addressClass(ap.Addr()); class != "" {
-		return &blockedError{addr: ap.Addr().WithZone(""), reason: class}
+	return hostGuard(interfaceAddrs)(ap)
+}
+
+// hostGuard is the network guard with the host's own addresses listed by
+// hostAddrs. A host's own public address (an interface address that is
+// not private, such as a cloud VM's public IP or a TEST-NET address on a
+// container's interface) would otherwise pass addressClass, and a
+// connection to it reaches this host's listeners (the API, the metrics
+// port, Temporal) as surely as 127.0.0.1 does.
+func hostGuard(hostAddrs func() ([]netip.Addr, error)) func(netip.AddrPort) error {
+	return func(ap netip.AddrPort) error {
+		addr := ap.Addr().WithZone("")
+		if class := addressClass(addr); class != "" {
+			return &blockedError{addr: addr, reason: class}
+		}
+		own, err := hostAddrs()
+		if err != nil {
+			// Fail closed: without the host's addresses the guard cannot
+			// tell whether addr is one of them.
+			return &blockedError{addr: addr, reason: "this host, perhaps (its interfaces could not be listed)"}
+		}
+		for _, a := range own {
+			if a.WithZone("").Unmap() == addr.Unmap() {
+				return &blockedError{addr: addr, reason: "this host"}
+			}
+		}
+		return nil
 	}
-	return nil
+}
+
+// interfaceAddrs lists the addresses of this host's network interfaces.
+// They are listed on every check, not once: interfaces come and go
+// (DHCP, VPNs, container networks), and http_get connects rarely enough
+// for one netlink request per connection not to matter.
+func interfaceAddrs() ([]netip.Addr, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		var ip net.IP
+		switch v := a.(type) {
+		case *net.IPNet:
+			ip = v.IP
+		case *net.IPAddr:
+			ip = v.IP
+		}
+		if addr, ok := netip.AddrFromSlice(ip); ok {
+			out = append(out, addr.Unmap())
+		}
+	}
+	return out, nil
 }
 
 // dialControl runs guard on the address a socket is about to connect to.

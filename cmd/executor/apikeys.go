@@ -186,7 +186,7 @@ func apikeysRevoke(ctx context.Context, svc service, id string, stderr io.Writer
 
 // openKeyStore opens and migrates the database `executor serve` uses.
 func openKeyStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*store.Store, error) {
-	st, err := store.Open(cfg.DatabaseURL, cfg.SQLitePath())
+	st, err := store.Open(cfg.DatabaseURL, cfg.SQLitePath(), dbPool(cfg))
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,31 @@ func TestMetricsPlacement(t *testing.T) {
 	}
 }
 
+// TestMetricsTenantLabelOnlyOffTheAPI: per-tenant cost series are refused
+// where /metrics is on the API's (unauthenticated, client-facing) address
+// and accepted on a listener of its own.
+func TestMetricsTenantLabelOnlyOffTheAPI(t *testing.T) {
+	all, worker := role{api: true, worker: true}, role{worker: true}
+	for _, c := range []struct {
+		addr  string
+		r     role
+		label bool
+		ok    bool
+	}{
+		{"", all, false, true},
+		{"", all, true, false},
+		{"", role{api: true}, true, false},
+		{"", worker, true, true},
+		{"127.0.0.1:9100", all, true, true},
+		{config.MetricsOff, all, true, true},
+	} {
+		err := checkMetricsTenantLabel(config.Config{MetricsAddr: c.addr, MetricsTenantLabel: c.label}, c.r)
+		if (err == nil) != c.ok {
+			t.Errorf("METRICS_ADDR=%q %+v METRICS_TENANT_LABEL=%v: err = %v", c.addr, c.r, c.label, err)
+		}
+	}
+}
+
 // stuckWorker is a worker whose Stop never returns in time.
 type stuckWorker struct {
 	sdkworker.Worker

@@ -45,8 +45,14 @@ func parseRole(s string) (role, error) {
 	return role{}, fmt.Errorf("--role: want all, api or worker, got %q", s)
 }
 
+// dbPool is the connection pool DB_MAX_OPEN_CONNS, DB_MAX_IDLE_CONNS and
+// DB_CONN_MAX_LIFETIME ask for.
+func dbPool(cfg config.Config) store.Option {
+	return store.WithPool(store.Pool{MaxOpen: cfg.DBMaxOpenConns, MaxIdle: cfg.DBMaxIdleConns, MaxLifetime: cfg.DBConnMaxLifetime})
+}
+
 func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*store.Store, error) {
-	st, err := store.Open(cfg.DatabaseURL, cfg.SQLitePath())
+	st, err := store.Open(cfg.DatabaseURL, cfg.SQLitePath(), dbPool(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -58,12 +64,12 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*store
 	if cfg.DatabaseURL != "" {
 		where = "postgres"
 	}
-	log.Info("database ready", "database", where)
+	log.Info("database ready", "database", where, "max_open_conns", cfg.DBMaxOpenConns)
 	return st, nil
 }
 
 func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	st, err := store.Open(cfg.DatabaseURL, cfg.SQLitePath())
+	st, err := store.Open(cfg.DatabaseURL, cfg.SQLitePath(), dbPool(cfg))
 	if err != nil {
 		return err
 	}
@@ -112,10 +118,28 @@ func metricsPlacement(addr string, r role) (listen string, onAPI, required bool)
 	return addr, false, true
 }
 
+// checkMetricsTenantLabel refuses METRICS_TENANT_LABEL=true where /metrics
+// is served on the API's address: that address is reachable by every
+// client and /metrics needs no key, so per-tenant series would tell any
+// caller the other tenants' names and spend. A listener of its own
+// (METRICS_ADDR, or a worker's default) is the operator's to protect.
+func checkMetricsTenantLabel(cfg config.Config, r role) error {
+	if !cfg.MetricsTenantLabel {
+		return nil
+	}
+	if _, onAPI, _ := metricsPlacement(cfg.MetricsAddr, r); onAPI {
+		return errors.New("METRICS_TENANT_LABEL=true needs /metrics off the API's address: set METRICS_ADDR to an operator-only host:port (or off)")
+	}
+	return nil
+}
+
 // serve runs the selected roles until ctx is cancelled, then shuts down
 // gracefully within cfg.ShutdownTimeout (see shutdown).
 func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) error {
-	tel, err := telemetry.Setup(ctx, telemetry.Options{Log: log})
+	if err := checkMetricsTenantLabel(cfg, r); err != nil {
+		return err
+	}
+	tel, err := telemetry.Setup(ctx, telemetry.Options{Log: log, Metrics: telemetry.MetricsOptions{TenantLabel: cfg.MetricsTenantLabel}})
 	if err != nil {
 		return fmt.Errorf("telemetry: %w", err)
 	}
