@@ -98,7 +98,9 @@ func TestArtifactDownloadAndTenants(t *testing.T) {
 			t.Fatalf("tenant B: %d %s; unknown: %d %s", respB.StatusCode, rawB, respU.StatusCode, rawU)
 		}
 		stamp := regexp.MustCompile(`"timestamp":"[^"]*"`)
-		same := func(raw []byte, id string) string { return stamp.ReplaceAllString(strings.ReplaceAll(string(raw), id, "ID"), "") }
+		same := func(raw []byte, id string) string {
+			return stamp.ReplaceAllString(strings.ReplaceAll(string(raw), id, "ID"), "")
+		}
 		if same(rawB, art.ID) != same(rawU, unknownID) {
 			t.Errorf("another tenant's id reads differently from an unknown one:\n%s\n%s", rawB, rawU)
 		}
