@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/llm/llmfake"
 	"github.com/op-stack/executor/models"
 )
@@ -30,7 +31,10 @@ type artifactView struct {
 // block with file=), the searcher saves one with the save_file tool. Both
 // are stored, announced on the stream (llm.artifact), listed on the
 // results of both surfaces (agents.<agent>.artifacts, final_output.artifacts)
-// and by artifacts/list, and served byte for byte at their url.
+// and by artifacts/list, and served byte for byte at their url. The
+// analyst declares a file over ARTIFACT_MAX_BYTES: it is not stored, a
+// system.warning with ARTIFACT_TOO_LARGE names it and the limit, and the
+// run completes.
 func TestArtifacts(t *testing.T) {
 	report := "# Tunnelling\n\nParticles cross barriers they could not climb.\n"
 	table := "paper,year\nGamow,1928\n"
@@ -39,8 +43,9 @@ func TestArtifacts(t *testing.T) {
 			{ToolCalls: []llmfake.ToolCall{toolCall("save_file", `{"name":"sources.csv","content":"paper,year\nGamow,1928\n"}`)}},
 			{Content: "searcher saved the sources"},
 		},
-		"W-WRITER": {{Content: "Here is the report.\n\n```markdown file=\"tunnelling report.md\"\n" + report + "```\n"}},
-	}))
+		"W-WRITER":  {{Content: "Here is the report.\n\n```markdown file=\"tunnelling report.md\"\n" + report + "```\n"}},
+		"W-ANALYST": {{Content: "Analysis attached.\n```text file=huge.txt\n" + strings.Repeat("x", 300) + "\n```\n"}},
+	}), withConfig(func(c *config.Config) { c.ArtifactMaxBytes = 200 }))
 	body := referenceHierarchy()
 	searcher := body["teams"].([]any)[0].(map[string]any)["workers"].([]any)[0].(map[string]any)
 	searcher["tools"] = []string{"save_file"}
@@ -73,7 +78,7 @@ func TestArtifacts(t *testing.T) {
 		t.Fatalf("searcher's artifacts = %+v", saved)
 	}
 	if a := r.TeamResults[h.Teams[0].ID].Agents["w-analyst"].Artifacts; len(a) != 0 {
-		t.Errorf("analyst's artifacts = %+v", a)
+		t.Errorf("analyst's too large file was stored: %+v", a)
 	}
 	if fo := r.FinalOutput.Artifacts; len(fo) != 2 || fo[0].ID != saved[0].ID || fo[1].ID != writer[0].ID {
 		t.Errorf("final_output.artifacts = %+v", fo)
@@ -118,12 +123,19 @@ func TestArtifacts(t *testing.T) {
 		t.Errorf("/api/v1 results: %d %s", status, raw)
 	}
 
-	// The stream announced each file once, from its agent.
-	var announced []string
+	// The stream announced each file once, from its agent, and the one
+	// not stored with a warning that says why.
+	var announced, refused []string
 	for _, ev := range e.storedEvents(id) {
 		if ev.Event.Category == models.CategoryLLM && ev.Event.Action == models.ActionArtifact {
 			announced = append(announced, ev.Source.AgentID+":"+ev.Data["name"].(string)+":"+ev.Data["url"].(string))
 		}
+		if ev.Event.Category == models.CategorySystem && ev.Event.Action == models.ActionWarning && ev.Data["error_code"] == "ARTIFACT_TOO_LARGE" {
+			refused = append(refused, ev.Source.AgentID+": "+ev.Data["message"].(string))
+		}
+	}
+	if len(refused) != 1 || !strings.HasPrefix(refused[0], `w-analyst: file "huge.txt" from worker "analyst" was not stored: file "huge.txt" is 301 bytes, over the limit of 200 bytes per file (ARTIFACT_MAX_BYTES)`) {
+		t.Errorf("ARTIFACT_TOO_LARGE warnings = %q", refused)
 	}
 	want := []string{"w-searcher:sources.csv:" + saved[0].URL, "w-writer:tunnelling report.md:" + writer[0].URL}
 	if strings.Join(announced, "|") != strings.Join(want, "|") {
