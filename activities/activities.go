@@ -57,6 +57,9 @@ type Activities struct {
 	// slowUpdatesUntil (unix nanoseconds) holds batches to signals after
 	// an update was slow (see slowUpdate).
 	slowUpdatesUntil atomic.Int64
+	// ArtifactLimits bound the files agents produce (ARTIFACT_MAX_BYTES,
+	// ARTIFACT_RUN_MAX_BYTES); zero values do not limit.
+	ArtifactLimits store.ArtifactLimits
 	// Prices turns a call's usage into its cost (LLM_PRICES_FILE over the
 	// built-in list prices); nil uses pricing.Defaults.
 	Prices pricing.Table

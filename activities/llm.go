@@ -125,6 +125,11 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 	for _, c := range resp.ToolCalls {
 		res.ToolCalls = append(res.ToolCalls, models.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
+	if len(res.ToolCalls) == 0 {
+		// The turn's final output: the files it declares are stored now,
+		// so that only their ids reach the workflow.
+		res.Artifacts = a.storeFiles(ctx, pub, in.Source, models.ArtifactSourceAnswer, "", answerFiles(res.Output))
+	}
 	if len(res.ToolCalls) == 0 && !in.DeferWrites {
 		// The turn's final output: stored under the id its stream carried
 		// (by the workflow instead, when it defers the writes).

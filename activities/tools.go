@@ -60,11 +60,17 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 	start := time.Now()
 	var (
 		content string
+		files   []tools.File
 		err     error
 	)
-	if a.Tools == nil {
+	switch runner := a.Tools.(type) {
+	case nil:
 		err = fmt.Errorf("no tools are configured on this worker")
-	} else {
+	case FileToolRunner:
+		var res tools.Result
+		res, err = runner.ExecuteResult(callCtx, in.Call.Name, in.Call.Arguments)
+		content, files = res.Content, res.Files
+	default:
 		content, err = a.Tools.Execute(callCtx, in.Call.Name, in.Call.Arguments)
 	}
 	cancelled := callCtx.Err()
@@ -78,13 +84,31 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 	out := &models.ToolOutput{Content: content, DurationMs: time.Since(start).Milliseconds()}
 	if err != nil {
 		out.Content, out.IsError = err.Error(), true
+	} else if len(files) > 0 {
+		// The files' bytes stay here: stored, they travel as ids.
+		out.Artifacts = a.storeFiles(ctx, pub, in.Source, models.ArtifactSourceTool, in.Call.Name, files)
+		out.Content = withFileNote(out.Content, out.Artifacts, len(files))
 	}
 	// The arguments and result stay out of the log: they are the run's
 	// content, which the event stream carries.
 	a.runLogger(ctx, in.RunID, in.Source).Debug("tool call", "tool", in.Call.Name, "tool_execution_id", in.ExecutionID, "is_error", out.IsError, "duration_ms", out.DurationMs)
-	pub.emitLast(pub.event(in.Source, models.CategoryLLM, models.ActionToolResult, models.ToolResultData(in.Call, in.ExecutionID, *out)))
+	data := models.ToolResultData(in.Call, in.ExecutionID, *out)
+	if len(out.Artifacts) > 0 {
+		ids := make([]string, len(out.Artifacts))
+		for i, r := range out.Artifacts {
+			ids[i] = r.ID
+		}
+		data["artifact_ids"] = ids
+	}
+	pub.emitLast(pub.event(in.Source, models.CategoryLLM, models.ActionToolResult, data))
 	out.Events = pub.finish(in.ReturnEvents)
 	return out, nil
+}
+
+// FileToolRunner is a ToolRunner whose tools may return files
+// (tools.Registry): RunTool stores them as the run's artifacts.
+type FileToolRunner interface {
+	ExecuteResult(ctx context.Context, key, arguments string) (tools.Result, error)
 }
 
 // LoadSubAgent reads an enabled sub-agent definition of the default tenant

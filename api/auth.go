@@ -129,6 +129,8 @@ func routeRules() map[string]rule {
 		// Formatting calls a model, which costs money: it is a write.
 		"POST " + e + "/runs/results/format": rw,
 
+		"POST " + e + "/artifacts/list": rr,
+
 		"POST " + e + "/apikeys/create": admin,
 		"POST " + e + "/apikeys/list":   admin,
 		"POST " + e + "/apikeys/revoke": admin,
@@ -148,6 +150,8 @@ func routeRules() map[string]rule {
 		"POST " + V1Prefix + "/executions/:id/cancel":         rw,
 		"POST " + V1Prefix + "/executions/:id/pause":          rw,
 		"POST " + V1Prefix + "/executions/:id/resume":         rw,
+
+		"GET " + V1Prefix + "/artifacts/:id": rr,
 	}
 }
 

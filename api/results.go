@@ -111,6 +111,9 @@ type AgentResult struct {
 	// delegated to, nested ones included (not in Metrics, which are the
 	// worker's own calls).
 	SubAgentUsage AgentMetrics `json:"sub_agent_usage"`
+	// Artifacts are the files the worker produced (spec 001 §4), in the
+	// order they were stored; absent when it produced none.
+	Artifacts []ArtifactInfo `json:"artifacts,omitempty"`
 }
 
 // AgentMetrics are one agent's figures from its recorded LLM calls.
@@ -170,6 +173,10 @@ type FinalOutput struct {
 	Title   string `json:"title"`
 	Summary string `json:"summary"`
 	Content string `json:"content"`
+	// Artifacts are every file the run's agents produced (workers,
+	// supervisors and sub-agents), in the order they were stored; absent
+	// when there are none.
+	Artifacts []ArtifactInfo `json:"artifacts,omitempty"`
 }
 
 // ExecutionMetrics are spec 001's metrics, computed from the run's llm_call
@@ -257,6 +264,8 @@ type ResultsInput struct {
 	// Supervisors maps team ids and names to their supervisor's agent_id,
 	// so a team's metrics include its supervisor's calls.
 	Supervisors map[string]string
+	// Artifacts are the run's stored files, without their bytes.
+	Artifacts []store.Artifact
 }
 
 // BuildResults computes a run's Results from its row, its (partial) result
@@ -416,6 +425,11 @@ func BuildResults(in ResultsInput) *Results {
 				if m := subOf[w.AgentID]; m != nil {
 					ar.SubAgentUsage = m.rounded()
 				}
+				for _, a := range in.Artifacts {
+					if a.AgentID == w.AgentID {
+						ar.Artifacts = append(ar.Artifacts, artifactInfo(a))
+					}
+				}
 				tr.Agents.Set(w.AgentID, ar)
 			}
 			if ar.Output != "" && w.Output != "" {
@@ -440,6 +454,9 @@ func BuildResults(in ResultsInput) *Results {
 
 	if res.FinalAnswer != "" {
 		out.FinalOutput = &FinalOutput{Type: "text", Title: run.HierarchyName, Summary: oneLine(res.FinalAnswer, 200), Content: res.FinalAnswer}
+		if len(in.Artifacts) > 0 {
+			out.FinalOutput.Artifacts = artifactInfos(in.Artifacts)
+		}
 	}
 
 	out.Errors = append(out.Errors, res.Errors...)
@@ -585,6 +602,12 @@ func (r *Results) Markdown() string {
 	if r.FinalOutput != nil {
 		b.WriteString(strings.TrimSpace(r.FinalOutput.Content))
 		b.WriteString("\n")
+		if len(r.FinalOutput.Artifacts) > 0 {
+			b.WriteString("\n### Files\n\n")
+			for _, a := range r.FinalOutput.Artifacts {
+				fmt.Fprintf(&b, "- [%s](%s) · %s · %d bytes · %s\n", mdInline(a.Name), a.URL, a.MediaType, a.Size, mdInline(a.AgentName))
+			}
+		}
 	} else {
 		b.WriteString("_No final output yet._\n")
 	}
@@ -748,7 +771,11 @@ func (s *Server) loadResults(ctx context.Context, id, format string) (*store.Run
 			sups[t.ID], sups[t.Name] = t.Supervisor.AgentID, t.Supervisor.AgentID
 		}
 	}
-	r := BuildResults(ResultsInput{Run: run, Result: result, Calls: calls, Now: time.Now().UTC(), Supervisors: sups})
+	arts, err := s.store.ListArtifacts(ctx, run.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := BuildResults(ResultsInput{Run: run, Result: result, Calls: calls, Now: time.Now().UTC(), Supervisors: sups, Artifacts: arts})
 	switch format {
 	case FormatMarkdown:
 		return run, markdownResults{Format: FormatMarkdown, Content: r.Markdown()}, nil

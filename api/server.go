@@ -171,6 +171,8 @@ func NewServer(opts Options) *Server {
 	v1.POST("/runs/results", s.runResults)
 	v1.POST("/runs/results/format", s.requireRuns, s.formatRunResults)
 
+	v1.POST("/artifacts/list", s.listArtifacts)
+
 	s.routeV1(r.Group(V1Prefix))
 
 	keys := v1.Group("/apikeys")

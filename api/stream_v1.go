@@ -131,8 +131,9 @@ func (t *v1Translator) translate(e models.Event) []v1Event {
 		// Spec 001 has no approval events; a gate's event must not close
 		// its team supervisor's team either.
 		return nil
-	case e.Event.Category == models.CategoryLLM && e.Event.Action == models.ActionUsage:
-		// Nor usage events (llm.usage): they follow an agent's call and
+	case e.Event.Category == models.CategoryLLM && (e.Event.Action == models.ActionUsage || e.Event.Action == models.ActionArtifact):
+		// Nor usage events (llm.usage) or stored files (llm.artifact,
+		// listed on the results instead): they follow an agent's call and
 		// must not open or close teams or workers.
 		return nil
 	case e.Event.Category == models.CategorySystem && e.Event.Action == models.ActionBudget:

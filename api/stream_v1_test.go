@@ -230,6 +230,27 @@ func TestV1TranslatorSkipsUsage(t *testing.T) {
 	}
 }
 
+// TestV1TranslatorSkipsArtifacts: llm.artifact events (a stored file,
+// announced after its agent's answer or tool result) have no spec 001
+// counterpart: the file is listed on the results. They neither open nor
+// close workers or teams, whichever agent stored the file.
+func TestV1TranslatorSkipsArtifacts(t *testing.T) {
+	art := map[string]any{"artifact_id": "art_1", "name": "report.md", "url": "/api/v1/artifacts/art_1"}
+	log := v1Log(
+		v1LogEntry{tTSA, "dispatch.worker", map[string]any{"worker_name": "wa", "worker_agent_id": "w-a"}},
+		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "one"}},
+		v1LogEntry{tWA, "llm.artifact", art},
+		v1LogEntry{tSub, "llm.artifact", art},
+		v1LogEntry{tWB, "llm.artifact", art},
+		v1LogEntry{tGS, "llm.artifact", art},
+	)
+	types, _ := translateAll(newV1Translator("r1", "h1", nil), log)
+	want := []string{V1SupervisorRouting, V1AgentStarted, V1AgentProgress}
+	if !slices.Equal(types, want) {
+		t.Errorf("types %q, want %q", types, want)
+	}
+}
+
 // TestV1TranslatorBudget: system.budget becomes execution_budget with its
 // fields and the team's id; it neither opens nor closes a worker, which
 // completes at its team supervisor's next step as usual.

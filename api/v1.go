@@ -57,6 +57,8 @@ func (s *Server) routeV1(g *gin.RouterGroup) {
 	ex.POST("/:id/cancel", s.requireRuns, s.v1Cancel)
 	ex.POST("/:id/pause", s.requireRuns, s.v1Pause)
 	ex.POST("/:id/resume", s.requireRuns, s.v1Resume)
+
+	g.GET("/artifacts/:id", v1Resource("artifact_id"), s.downloadArtifact)
 }
 
 // okV1 writes spec 001's success envelope.

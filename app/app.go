@@ -217,6 +217,7 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 		FlushInterval:     cfg.EventFlushInterval,
 		Metrics:           o.metrics,
 		Prices:            cfg.LLMPrices,
+		ArtifactLimits:    store.ArtifactLimits{MaxBytes: cfg.ArtifactMaxBytes, RunMaxBytes: cfg.ArtifactRunMaxBytes},
 	}
 	if o.notifications != nil {
 		acts.Notifier = o.notifications.Notifier

@@ -126,6 +126,11 @@ type Config struct {
 	ToolsHTTPAllowPrivate bool
 	ToolsHTTPMaxBytes     int
 	ToolsHTTPTimeout      time.Duration
+	// ArtifactMaxBytes bounds one file an agent produces and
+	// ArtifactRunMaxBytes the sum of a run's files (docs/results.md,
+	// Artifacts): larger ones are not stored.
+	ArtifactMaxBytes    int64
+	ArtifactRunMaxBytes int64
 	// ToolCallTimeout bounds one attempt of a tool call's activity.
 	ToolCallTimeout time.Duration
 	// ApprovalTimeout is how long an approval gate of an agent without
@@ -334,6 +339,8 @@ var vars = []Var{
 	{"TOOLS_HTTP_ALLOW_PRIVATE", "false", "Let `http_get` reach loopback, private, link-local and CGNAT addresses and the host's own interface addresses (off: such URLs are refused, also after DNS resolution and redirects).", boolVar(func(c *Config, b bool) { c.ToolsHTTPAllowPrivate = b })},
 	{"TOOLS_HTTP_MAX_BYTES", "1048576", "Largest response body `http_get` returns; longer ones are cut.", intVar(func(c *Config, n int) { c.ToolsHTTPMaxBytes = n })},
 	{"TOOLS_HTTP_TIMEOUT", "10s", "Time limit of one `http_get` request.", durationVar(func(c *Config, d time.Duration) { c.ToolsHTTPTimeout = d })},
+	{"ARTIFACT_MAX_BYTES", "10485760", "Largest file an agent may produce (declared in its answer, or returned by a tool); a larger one is not stored and a `system.warning` with `ARTIFACT_TOO_LARGE` says so.", intVar(func(c *Config, n int) { c.ArtifactMaxBytes = int64(n) })},
+	{"ARTIFACT_RUN_MAX_BYTES", "104857600", "Most bytes of files one run may store, over all its agents; a file that would go over is not stored (`ARTIFACT_TOO_LARGE`).", intVar(func(c *Config, n int) { c.ArtifactRunMaxBytes = int64(n) })},
 	{"TOOL_CALL_TIMEOUT", "2m", "Longest one tool call (one attempt of its activity) may take; a call that times out on every attempt is an error result for the model (the agent goes on).", durationVar(func(c *Config, d time.Duration) { c.ToolCallTimeout = d })},
 	{"APPROVAL_TIMEOUT", "0", "How long an approval gate waits for a person when its agent sets no `approval_timeout`; then the agent's `approval_default` (reject unless it says approve) decides. 0: a gate waits until someone decides.", nonNegativeDurationVar(func(c *Config, d time.Duration) { c.ApprovalTimeout = d })},
 	{"EVENT_FLUSH_INTERVAL", "100ms", "Longest an activity holds streamed deltas before signalling them to the run's workflow (the first delta of a call goes after 5 ms, so a fast answer goes in one batch).", durationVar(func(c *Config, d time.Duration) { c.EventFlushInterval = d })},

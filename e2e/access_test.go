@@ -18,6 +18,7 @@ import (
 	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/llm/llmfake"
 	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/store"
 )
 
 // accessHierarchy is a one-team hierarchy whose global supervisor finishes
@@ -112,6 +113,8 @@ func (e *testEnv) mustCall(method, path, key string, body, out any) {
 type accessFixture struct {
 	hierarchy, hierarchyToDelete, v1Team, v1TeamToDelete string
 	run, subAgent, subAgentToDelete, keyToRevoke         string
+	// artifact is a file stored for run.
+	artifact string
 }
 
 // routeCase builds the request a route test sends for one route: its path
@@ -212,6 +215,11 @@ func routeCases() map[string]routeCase {
 			return e + "/runs/results/format", map[string]any{"id": f.run, "output_template": map[string]any{"summary": "string"}}
 		}),
 
+		"POST " + e + "/artifacts/list": runBody("/artifacts/list"),
+		"GET " + v1 + "/artifacts/:id": obj(func(f accessFixture) (string, any) {
+			return v1 + "/artifacts/" + f.artifact, nil
+		}),
+
 		"POST " + e + "/apikeys/create": {build: body(e+"/apikeys/create", map[string]any{"tenant": "tenant-c", "scopes": []string{"runs:read"}})},
 		"POST " + e + "/apikeys/list":   {build: body(e+"/apikeys/list", map[string]any{})},
 		"POST " + e + "/apikeys/revoke": {build: func(f accessFixture) (string, any) {
@@ -310,6 +318,12 @@ func (e *testEnv) setUpTenant(key string, admin string) accessFixture {
 		e.mustCall("POST", "/api/executor/v1/runs/get", key, map[string]any{"id": f.run}, &v)
 		return models.IsTerminal(v.Status)
 	})
+	// A file of the run, stored as a worker stores one.
+	art := &store.Artifact{RunID: f.run, AgentID: "fixture", Source: models.ArtifactSourceAnswer, Name: "fixture.txt", MediaType: "text/plain", Content: []byte("fixture\n"), Producer: "fixture/" + f.run, Attempt: 1}
+	if err := e.store.SaveArtifact(context.Background(), art, 0, store.ArtifactLimits{}); err != nil {
+		e.t.Fatal(err)
+	}
+	f.artifact = art.ID
 	var k struct {
 		APIKey struct {
 			ID string `json:"id"`

@@ -73,14 +73,25 @@ var CodeBudgetExceeded = Code{"BUDGET_EXCEEDED", 40201, 402}
 // Gateway says an upstream refused the service.
 var CodeProviderKeyRejected = Code{"PROVIDER_KEY_REJECTED", 50201, 502}
 
+// CodeArtifactNotFound answers a download of an artifact id that does not
+// exist or belongs to another tenant (the two are answered alike).
+var CodeArtifactNotFound = Code{"ARTIFACT_NOT_FOUND", 40405, 404}
+
+// CodeArtifactTooLarge refuses storing a file over ARTIFACT_MAX_BYTES, or
+// one that would take a run's files over ARTIFACT_RUN_MAX_BYTES. It is
+// never an HTTP answer today: it reaches clients in the system.warning
+// event of the file that was not stored. It keeps
+// RESOURCE_LIMIT_EXCEEDED's numeric code and status.
+var CodeArtifactTooLarge = Code{"ARTIFACT_TOO_LARGE", 41301, 413}
+
 // AllCodes lists the vocabulary in the order docs/errors.md documents it.
 func AllCodes() []Code {
 	return []Code{
 		CodeInvalidParameters, CodeInvalidConfig, CodeInvalidDependencies,
 		CodeProviderNotSupported, CodeMissingAPIKey, CodeSequenceNotForkable,
 		CodeInvalidAPIKey, CodeBudgetExceeded, CodePermissionDenied,
-		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeRouteNotFound,
-		CodeExecutionInProgress, CodeExecutionFinished, CodeTeamNotRunning, CodeAlreadyExists, CodeIdempotencyKeyReused, CodeResourceLimitExceeded,
+		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeArtifactNotFound, CodeRouteNotFound,
+		CodeExecutionInProgress, CodeExecutionFinished, CodeTeamNotRunning, CodeAlreadyExists, CodeIdempotencyKeyReused, CodeResourceLimitExceeded, CodeArtifactTooLarge,
 		CodeUnsupportedMediaType, CodeRateLimited,
 		CodeSystemError, CodeExecutionFailed, CodeProviderKeyRejected, CodeUnavailable, CodeExecutionTimeout,
 	}

@@ -700,6 +700,9 @@ type RespondResult struct {
 	// Events are the attempt's last events when the input asked for them
 	// (ReturnEvents); the caller applies them to the run's log.
 	Events *EventBatch `json:"events,omitempty"`
+	// Artifacts are the files the answer declared, as stored (their bytes
+	// stay in the database).
+	Artifacts []ArtifactRef `json:"artifacts,omitempty"`
 }
 
 // ChatMessage is one message of an agent turn's transcript.
@@ -742,6 +745,9 @@ type ToolOutput struct {
 	// Events are the attempt's last events when the input asked for them
 	// (ReturnEvents); the caller applies them to the run's log.
 	Events *EventBatch `json:"events,omitempty"`
+	// Artifacts are the files the tool returned, as stored (their bytes
+	// stay in the database; Content names them).
+	Artifacts []ArtifactRef `json:"artifacts,omitempty"`
 }
 
 // SubAgentInput runs a sub-agent on a delegated task, as a child workflow.

@@ -254,8 +254,9 @@ func (s *Store) migrationLocker(ctx context.Context) (lock.SessionLocker, error)
 }
 
 // sqliteMigrations serves the migrations written for PostgreSQL to SQLite.
-// The only difference the schema needs is the timestamp type: SQLite's
-// driver returns time.Time only for columns declared TIMESTAMP.
+// The differences the schema needs are the timestamp type (SQLite's driver
+// returns time.Time only for columns declared TIMESTAMP) and the byte type
+// (BYTEA would get SQLite's NUMERIC affinity; BLOB keeps bytes as given).
 type sqliteMigrations struct{ fs.FS }
 
 func (m sqliteMigrations) Open(name string) (fs.File, error) {
@@ -272,8 +273,10 @@ func (m sqliteMigrations) Open(name string) (fs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &memFile{Reader: strings.NewReader(strings.ReplaceAll(string(body), "TIMESTAMPTZ", "TIMESTAMP")), info: info}, nil
+	return &memFile{Reader: strings.NewReader(sqliteTypes.Replace(string(body))), info: info}, nil
 }
+
+var sqliteTypes = strings.NewReplacer("TIMESTAMPTZ", "TIMESTAMP", "BYTEA", "BLOB")
 
 type memFile struct {
 	*strings.Reader

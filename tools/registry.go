@@ -84,7 +84,7 @@ func checkSchema(schema json.RawMessage) error {
 // only a code change can cause, so the worker refuses to start rather than
 // run without it.
 func Default(cfg Config) *Registry {
-	all := append([]Tool{HTTPGet(cfg), Calculator(), CurrentTime()}, Custom()...)
+	all := append([]Tool{HTTPGet(cfg), Calculator(), CurrentTime(), SaveFile()}, Custom()...)
 	r, err := NewRegistry(all...)
 	if err != nil {
 		panic(err)
@@ -161,27 +161,38 @@ func (r *Registry) Definitions(keys []string) []llm.ToolDef {
 //
 // Empty arguments count as {}: some models send "" for tools that take no
 // arguments, and refusing that would only make them retry the same call.
-func (r *Registry) Execute(ctx context.Context, key string, arguments string) (result string, err error) {
+func (r *Registry) Execute(ctx context.Context, key string, arguments string) (string, error) {
+	res, err := r.ExecuteResult(ctx, key, arguments)
+	return res.Content, err
+}
+
+// ExecuteResult is Execute with the files a FileTool returned (none for
+// any other tool).
+func (r *Registry) ExecuteResult(ctx context.Context, key string, arguments string) (result Result, err error) {
 	t, ok := r.tools[key]
 	if !ok {
-		return "", fmt.Errorf("unknown tool %q", key)
+		return Result{}, fmt.Errorf("unknown tool %q", key)
 	}
 	args := bytes.TrimSpace([]byte(arguments))
 	if len(args) == 0 {
 		args = []byte("{}")
 	}
 	if args[0] != '{' || !json.Valid(args) {
-		return "", errors.New(`invalid arguments: want a JSON object such as {"name": "value"}`)
+		return Result{}, errors.New(`invalid arguments: want a JSON object such as {"name": "value"}`)
 	}
 	defer func() {
 		// A bug in one tool must not take the worker down with it. The
 		// stack goes in the error value, not in the message the model sees.
 		if p := recover(); p != nil {
-			result = ""
+			result = Result{}
 			err = &PanicError{Key: key, Value: p, Stack: debug.Stack()}
 		}
 	}()
-	return t.Run(ctx, json.RawMessage(args))
+	if ft, ok := t.(FileTool); ok {
+		return ft.RunFiles(ctx, json.RawMessage(args))
+	}
+	content, err := t.Run(ctx, json.RawMessage(args))
+	return Result{Content: content}, err
 }
 
 // PanicError is a tool's panic, recovered by Execute. Its message is fit

@@ -201,12 +201,12 @@ func TestDecodeArguments(t *testing.T) {
 
 func TestDefault(t *testing.T) {
 	r := Default(Config{})
-	for _, key := range []string{KeyHTTPGet, KeyCalculator, KeyCurrentTime} {
+	for _, key := range []string{KeyHTTPGet, KeyCalculator, KeyCurrentTime, KeySaveFile} {
 		if !r.Has(key) {
 			t.Fatalf("Default lacks %s", key)
 		}
 	}
-	if len(r.Keys()) != 3+len(Custom()) {
+	if len(r.Keys()) != 4+len(Custom()) {
 		t.Fatalf("Keys = %v", r.Keys())
 	}
 	for _, d := range r.Definitions(r.Keys()) {

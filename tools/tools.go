@@ -4,7 +4,8 @@
 // make the service run anything that was not compiled in.
 //
 // The built-ins are http_get (fetch a public web page), calculator
-// (arithmetic) and current_time. Operators add their own in custom.go.
+// (arithmetic), current_time and save_file (keep a file as an artifact of
+// the run; see FileTool). Operators add their own in custom.go.
 package tools
 
 import (

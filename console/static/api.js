@@ -85,3 +85,22 @@ export async function call(path, body = {}) {
     return env.data;
   }
 }
+
+// download fetches a file the API serves outside the JSON envelope (an
+// artifact, /api/v1/artifacts/{id}) with the kept key and saves it under
+// name: a plain link could not send the key.
+export async function download(url, name) {
+  const key = apiKey();
+  const headers = {};
+  if (key) headers.Authorization = 'Bearer ' + key;
+  const resp = await fetch(url, { headers, cache: 'no-store', credentials: 'omit' });
+  if (!resp.ok) throw new APIError(resp.status, { message: 'download: ' + resp.status + ' ' + resp.statusText });
+  const href = URL.createObjectURL(await resp.blob());
+  const a = document.createElement('a');
+  a.href = href;
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(href), 10000);
+}

@@ -10,7 +10,7 @@
 // them and resumes the stream after the last one (?after=); a dropped
 // connection resumes the same way (EventSource's Last-Event-ID, or a new
 // stream token when the old one has expired).
-import { call } from './api.js';
+import { call, download } from './api.js';
 import { h, append, clear, fmtCost, fmtTime } from './dom.js';
 
 // Every event type the stream carries (docs/events.md, Event stream). EventSource
@@ -19,7 +19,7 @@ export const EVENT_TYPES = [
   'lifecycle.started', 'lifecycle.completed', 'lifecycle.failed', 'lifecycle.cancelled', 'lifecycle.paused', 'lifecycle.resumed',
   'system.topology', 'system.warning', 'system.budget', 'system.error',
   'dispatch.team', 'dispatch.worker', 'dispatch.team_cancelled', 'dispatch.redirect',
-  'llm.stream', 'llm.reasoning', 'llm.tool_call', 'llm.tool_result', 'llm.retry', 'llm.usage', 'llm.fallback',
+  'llm.stream', 'llm.reasoning', 'llm.tool_call', 'llm.tool_result', 'llm.retry', 'llm.usage', 'llm.fallback', 'llm.artifact',
   'approval.requested', 'approval.resolved',
 ];
 const TERMINAL = new Set(['lifecycle.completed', 'lifecycle.failed', 'lifecycle.cancelled']);
@@ -452,6 +452,14 @@ const HANDLERS = {
       (d.edited ? ' (edited: ' + (d.instruction || JSON.stringify(d.arguments)) + ')' : '')));
     this.laneOf(src).gate.hidden = true;
     if (!this.approvalsEl.querySelector('.approval.pending')) this.setStatus('running');
+  },
+  'llm.artifact'(ev, d, src) {
+    // A file the agent produced (docs/results.md, Artifacts): its name,
+    // kind and size, downloaded with the key on demand.
+    const a = this.laneOf(src);
+    const btn = h('button', { type: 'button', class: 'link', onclick: () => download(d.url, d.name).catch((e) => this.note(src, e.message, 'error')) }, d.name);
+    a.body.append(h('div', { class: 'artifact', dataset: { artifactId: d.artifact_id } },
+      '📎 ', btn, h('span', { class: 'muted' }, ' ' + (d.type || '') + ' · ' + d.size + ' bytes' + (d.tool_name ? ' · from ' + d.tool_name : ''))));
   },
   'system.warning'(ev, d, src) {
     this.note(src, d.message, 'warning');
