@@ -21,7 +21,7 @@ func TestCallerSetIDs(t *testing.T) {
 		ID         string `json:"id"`
 		WorkflowID string `json:"workflow_id"`
 	}
-	e.mustPost("/runs/start", map[string]any{"hierarchy_id": hid, "task": "ids", "id": "chat-42.run_1", "message_id": "msg-client-42"}, &started)
+	e.mustPost("/runs/start", map[string]any{"hierarchy_id": hid, "task": "ids", "id": "chat-42.run_1", "message_id": "msg-client-42", "user_message_id": "msg-user-42"}, &started)
 	if started.ID != "chat-42.run_1" || started.WorkflowID != "run-chat-42.run_1" {
 		t.Fatalf("start = %+v", started)
 	}
@@ -41,6 +41,17 @@ func TestCallerSetIDs(t *testing.T) {
 	if !found {
 		t.Errorf("no final answer message under msg-client-42: %+v", tree.Messages)
 	}
+	// The user's message (spec 003: stored under the client's id) comes
+	// first, the final answer, which filled its reservation, last.
+	if n := len(tree.Messages); n < 2 || tree.Messages[0].ID != "msg-user-42" || tree.Messages[0].AgentType != models.AgentTypeUser ||
+		tree.Messages[0].Content != "ids" || tree.Messages[n-1].ID != "msg-client-42" {
+		t.Errorf("messages: want the user's message first and the final answer last: %+v", tree.Messages)
+	}
+	for _, m := range tree.Messages {
+		if m.AgentType == "reserved" {
+			t.Errorf("a reservation is listed: %+v", m)
+		}
+	}
 	streamed := false
 	for _, ev := range e.storedEvents(started.ID) {
 		if ev.Event.Action == models.ActionStream && ev.Source.AgentID == "gs-1" && ev.Data["message_id"] == "msg-client-42" {
@@ -57,13 +68,14 @@ func TestCallerSetIDs(t *testing.T) {
 		code   int
 		field  string
 	}{
-		"taken run id":     {map[string]any{"id": "chat-42.run_1"}, http.StatusConflict, 40902, "id"},
-		"taken message id": {map[string]any{"id": "chat-43", "message_id": "msg-client-42"}, http.StatusConflict, 40902, "message_id"},
-		"empty id":         {map[string]any{"id": ""}, http.StatusBadRequest, 40001, "id"},
-		"space in id":      {map[string]any{"id": "a b"}, http.StatusBadRequest, 40001, "id"},
-		"slash in id":      {map[string]any{"id": "a/b"}, http.StatusBadRequest, 40001, "id"},
-		"run id too long":  {map[string]any{"id": strings.Repeat("r", 65)}, http.StatusBadRequest, 40001, "id"},
-		"bad message id":   {map[string]any{"message_id": "-x"}, http.StatusBadRequest, 40001, "message_id"},
+		"taken run id":          {map[string]any{"id": "chat-42.run_1"}, http.StatusConflict, 40902, "id"},
+		"taken message id":      {map[string]any{"id": "chat-43", "message_id": "msg-client-42"}, http.StatusConflict, 40902, "message_id"},
+		"taken user message id": {map[string]any{"id": "chat-43", "user_message_id": "msg-user-42"}, http.StatusConflict, 40902, "user_message_id"},
+		"empty id":              {map[string]any{"id": ""}, http.StatusBadRequest, 40001, "id"},
+		"space in id":           {map[string]any{"id": "a b"}, http.StatusBadRequest, 40001, "id"},
+		"slash in id":           {map[string]any{"id": "a/b"}, http.StatusBadRequest, 40001, "id"},
+		"run id too long":       {map[string]any{"id": strings.Repeat("r", 65)}, http.StatusBadRequest, 40001, "id"},
+		"bad message id":        {map[string]any{"message_id": "-x"}, http.StatusBadRequest, 40001, "message_id"},
 	} {
 		body := map[string]any{"hierarchy_id": hid, "task": "again"}
 		for k, v := range c.body {
