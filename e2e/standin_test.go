@@ -61,9 +61,10 @@ func TestSupervisorReassignment(t *testing.T) {
 		}
 	}
 	// One decision fails on both attempts; the stand-in makes the turn's
-	// three decisions (searcher, analyst, finish).
-	if onTS != 2 || standIn != 3 {
-		t.Errorf("model-ts called %d times (want 2), the stand-in decided %d times (want 3)", onTS, standIn)
+	// two decisions (searcher, then analyst; with prevent_duplicate the
+	// turn then ends without asking).
+	if onTS != 2 || standIn != 2 {
+		t.Errorf("model-ts called %d times (want 2), the stand-in decided %d times (want 2)", onTS, standIn)
 	}
 	var reassigned []sseMessage
 	msgs := e.streamAll(id)

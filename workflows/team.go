@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/workflow"
-
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/op-stack/executor/models"
 )

@@ -17,7 +17,7 @@ import { h, append, clear, fmtCost, fmtTime } from './dom.js';
 // delivers named events only to listeners of that name.
 export const EVENT_TYPES = [
   'lifecycle.started', 'lifecycle.completed', 'lifecycle.failed', 'lifecycle.cancelled', 'lifecycle.paused', 'lifecycle.resumed',
-  'system.topology', 'system.warning', 'system.budget', 'system.error',
+  'system.topology', 'system.warning', 'system.budget', 'system.error', 'system.supervisor_reassigned',
   'dispatch.team', 'dispatch.worker', 'dispatch.team_cancelled', 'dispatch.redirect',
   'llm.stream', 'llm.reasoning', 'llm.tool_call', 'llm.tool_result', 'llm.retry', 'llm.usage', 'llm.fallback', 'llm.artifact',
   'approval.requested', 'approval.resolved',
@@ -470,6 +470,13 @@ const HANDLERS = {
   },
   'system.error'(ev, d, src) {
     this.note(src, d.message, 'error');
+  },
+  'system.supervisor_reassigned'(ev, d, src) {
+    // The team supervisor's failed call is void, as after a fallback.
+    const a = this.laneOf(src);
+    this.supersede(a, 'voided: routing passed to ' + d.to_model);
+    a.body.append(h('div', { class: 'retry-mark fallback' }, '⇢ supervisor reassigned ' + d.from_model + ' → ' + d.to_model + ' (stand-in: ' + d.stand_in_agent_id + ')'));
+    this.note(src, d.message, 'warning');
   },
   'lifecycle.paused'() { this.setStatus('paused'); },
   'lifecycle.resumed'(ev, d) { this.setStatus(d.status || 'running'); },
