@@ -279,8 +279,9 @@ func (e *testEnv) startWorker() {
 }
 
 // workerProcess starts `executor serve -role worker` on the env's task
-// queue and database, as a separate process that a test can kill.
-func (e *testEnv) workerProcess() *exec.Cmd {
+// queue and database, as a separate process that a test can kill; extra
+// environment variables (NAME=value) override the env's.
+func (e *testEnv) workerProcess(extra ...string) *exec.Cmd {
 	e.t.Helper()
 	cmd := exec.Command(executorBin, "serve", "-role", "worker")
 	cmd.Env = append(os.Environ(),
@@ -294,6 +295,7 @@ func (e *testEnv) workerProcess() *exec.Cmd {
 		"LLM_HEARTBEAT_TIMEOUT="+e.cfg.LLMHeartbeatTimeout.String(),
 		"LOG_LEVEL=warn",
 	)
+	cmd.Env = append(cmd.Env, extra...)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -91,5 +94,58 @@ func TestProviderKeyRejected(t *testing.T) {
 				t.Errorf("spec 001 stream ends with %s %v", end.Type, end.Data)
 			}
 		})
+	}
+}
+
+// TestProviderKeyRotationOnSIGHUP: a worker process reading its key from
+// OPENAI_API_KEY_FILE (no poll) keeps sending it until SIGHUP; after the
+// file is rewritten and the process gets SIGHUP, which no longer ends it,
+// its next run's calls send the new key.
+func TestProviderKeyRotationOnSIGHUP(t *testing.T) {
+	const oldKey, newKey = "sk-e2e-rotated-away-1111", "sk-e2e-rotated-in-2222"
+	e := newEnv(t, referenceRules(nil), withoutWorker)
+	path := filepath.Join(t.TempDir(), "openai.key")
+	if err := os.WriteFile(path, []byte(oldKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	worker := e.workerProcess("OPENAI_API_KEY=", "OPENAI_API_KEY_FILE="+path, "LLM_KEY_FILE_POLL=0")
+	hid := e.createHierarchy(referenceHierarchy())
+	keysSent := func(calls []llmfake.Call) map[string]int {
+		sent := map[string]int{}
+		for _, c := range calls {
+			sent[c.APIKey]++
+		}
+		return sent
+	}
+
+	if v := e.waitRun(e.startRun(hid, "before the rotation"), time.Minute); v.Status != models.RunCompleted {
+		t.Fatalf("first run ended %s: %s", v.Status, v.Error)
+	}
+	before := e.fake.Calls()
+	if sent := keysSent(before); len(sent) != 1 || sent[oldKey] == 0 {
+		t.Fatalf("first run's calls sent keys %v, want only the file's", sent)
+	}
+
+	if err := os.WriteFile(path, []byte(newKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Without the signal (no poll) the old key stays.
+	if v := e.waitRun(e.startRun(hid, "file changed, no signal"), time.Minute); v.Status != models.RunCompleted {
+		t.Fatalf("second run ended %s: %s", v.Status, v.Error)
+	}
+	middle := e.fake.Calls()
+	if sent := keysSent(middle[len(before):]); len(sent) != 1 || sent[oldKey] == 0 {
+		t.Fatalf("before SIGHUP the calls sent keys %v, want the old key", sent)
+	}
+
+	if err := worker.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the reread is one small file
+	if v := e.waitRun(e.startRun(hid, "after SIGHUP"), time.Minute); v.Status != models.RunCompleted {
+		t.Fatalf("run after SIGHUP ended %s: %s (the worker process may have died)", v.Status, v.Error)
+	}
+	if sent := keysSent(e.fake.Calls()[len(middle):]); len(sent) != 1 || sent[newKey] == 0 {
+		t.Errorf("after SIGHUP the calls sent keys %v, want only the new key", sent)
 	}
 }

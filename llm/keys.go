@@ -140,6 +140,9 @@ func (k *Key) Reload() (changed bool, err error) {
 // String names the key without its value, so a Key logged by mistake
 // leaks nothing.
 func (k *Key) String() string {
+	if k == nil {
+		return "no key"
+	}
 	if k.file != "" {
 		return fmt.Sprintf("key of %s (file %s)", k.provider, k.file)
 	}
