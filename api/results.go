@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -691,7 +692,7 @@ func (s *Server) runResults(c *gin.Context) {
 	if !valid {
 		return
 	}
-	format, err := resultFormat(in.Format)
+	format, err := negotiateResultFormat(c, in.Format)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -699,6 +700,12 @@ func (s *Server) runResults(c *gin.Context) {
 	_, data, err := s.loadResults(c.Request.Context(), id, format)
 	if err != nil {
 		s.writeError(c, err)
+		return
+	}
+	if format == FormatXML {
+		// An XML answer is XML throughout: contract 002's envelope as a
+		// document, the results in <data>.
+		writeXMLBody(c, http.StatusOK, okBody{Code: 0, Message: "success", Data: data})
 		return
 	}
 	ok(c, data)
@@ -710,8 +717,9 @@ type markdownResults struct {
 	Content string `json:"content"`
 }
 
-// loadResults loads a run and builds its results in format: *Results for JSON,
-// markdownResults for Markdown, xmlResults for XML.
+// loadResults loads a run and builds its results in format: *Results for
+// JSON and XML (the caller writes XML, see writeXMLBody), markdownResults
+// for Markdown.
 func (s *Server) loadResults(ctx context.Context, id, format string) (*store.Run, any, error) {
 	run, err := s.visibleRun(ctx, id)
 	if err != nil {
@@ -732,12 +740,6 @@ func (s *Server) loadResults(ctx context.Context, id, format string) (*store.Run
 	switch format {
 	case FormatMarkdown:
 		return run, markdownResults{Format: FormatMarkdown, Content: r.Markdown()}, nil
-	case FormatXML:
-		doc, err := r.XML()
-		if err != nil {
-			return nil, nil, err
-		}
-		return run, xmlResults{Format: FormatXML, Content: doc}, nil
 	}
 	return run, r, nil
 }

@@ -63,7 +63,8 @@ type v1Event struct {
 //   - system.budget → execution_budget (scope, team, agent, spent, limit,
 //     on_exceeded); it opens and closes nothing
 //   - lifecycle.completed, .failed and .cancelled → execution_completed
-//     with status completed, failed or cancelled and result_url; any other
+//     with status completed, failed (timed_out when its error_code is
+//     EXECUTION_TIMEOUT) or cancelled and result_url; any other
 //     lifecycle action (e.g. paused) → execution_<action>
 //   - everything else (system.topology, supervisors' llm.* events, which
 //     supervisor_routing sums up, llm.reasoning, llm.retry, system.warning)
@@ -193,6 +194,12 @@ func (t *v1Translator) lifecycle(e models.Event) []v1Event {
 		return []v1Event{{V1ExecutionStarted, d}}
 	case models.ActionCompleted, models.ActionFailed, models.ActionCancelled:
 		status := map[string]string{models.ActionCompleted: models.TeamCompleted, models.ActionFailed: models.TeamFailed, models.ActionCancelled: "cancelled"}[e.Event.Action]
+		if e.Event.Action == models.ActionFailed && str(e.Data, "error_code") == models.CodeExecutionTimeout.Name {
+			// A run that overran its max_execution_time ends with
+			// lifecycle.failed, and its status is timed_out: the stream
+			// says what GET /executions/{id} says (issue 23).
+			status = models.RunTimedOut
+		}
 		out := t.closeAll(e, status, nil)
 		d["status"] = status
 		d["result_url"] = t.resultURL

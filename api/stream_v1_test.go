@@ -263,3 +263,36 @@ func TestV1TranslatorBudget(t *testing.T) {
 		t.Errorf("agent_completed = %v", evs[5].Data)
 	}
 }
+
+// TestV1TranslatorTimedOut (issue 23 item 18): a run that overran its
+// max_execution_time ends with lifecycle.failed and error_code
+// EXECUTION_TIMEOUT, and its status is timed_out; spec 001's stream must
+// end it with that status too, and its open worker with it.
+func TestV1TranslatorTimedOut(t *testing.T) {
+	log := v1Log(
+		v1LogEntry{tGS, "lifecycle.started", map[string]any{"task": "t"}},
+		v1LogEntry{tGS, "dispatch.team", map[string]any{"team_name": "a"}},
+		v1LogEntry{tTSA, "dispatch.worker", map[string]any{"worker_name": "wa", "worker_agent_id": "w-a"}},
+		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "half"}},
+		v1LogEntry{tSystem, "system.error", map[string]any{"message": "the run exceeded its max_execution_time of 1s", "error_code": "EXECUTION_TIMEOUT"}},
+		v1LogEntry{tGS, "lifecycle.failed", map[string]any{"error": "the run exceeded its max_execution_time of 1s", "error_code": "EXECUTION_TIMEOUT"}},
+	)
+	types, evs := translateAll(newV1Translator("r1", "h1", nil), log)
+	n := len(evs)
+	if n < 2 || types[n-1] != V1ExecutionCompleted || types[n-2] != V1AgentCompleted {
+		t.Fatalf("types %q", types)
+	}
+	if d := evs[n-1].Data; d["status"] != models.RunTimedOut || d["error_code"] != "EXECUTION_TIMEOUT" || d["result_url"] == nil {
+		t.Errorf("execution_completed = %v, want status %q", d, models.RunTimedOut)
+	}
+	if d := evs[n-2].Data; d["status"] != models.RunTimedOut || d["result"] != "half" {
+		t.Errorf("agent_completed = %v, want status %q", d, models.RunTimedOut)
+	}
+	// Other failures stay failed.
+	_, evs = translateAll(newV1Translator("r1", "h1", nil), v1Log(
+		v1LogEntry{tGS, "lifecycle.failed", map[string]any{"error": "boom", "error_code": "EXECUTION_FAILED"}},
+	))
+	if d := evs[0].Data; d["status"] != models.TeamFailed {
+		t.Errorf("a failed run ends %v", d)
+	}
+}

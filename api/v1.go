@@ -61,7 +61,15 @@ func (s *Server) routeV1(g *gin.RouterGroup) {
 
 // okV1 writes spec 001's success envelope.
 func okV1(c *gin.Context, code, message string, data any) {
-	c.JSON(http.StatusOK, gin.H{"success": true, "code": code, "data": data, "message": message})
+	c.JSON(http.StatusOK, v1OKBody{Success: true, Code: code, Data: data, Message: message})
+}
+
+// v1OKBody is spec 001's success envelope, in its field order.
+type v1OKBody struct {
+	Success bool   `json:"success"`
+	Code    string `json:"code"`
+	Data    any    `json:"data"`
+	Message string `json:"message"`
 }
 
 // pathID is the :id path parameter, required.
@@ -275,7 +283,7 @@ func (s *Server) v1Results(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	format, err := resultFormat(c.Query("format"))
+	format, err := negotiateResultFormat(c, c.Query("format"))
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -289,6 +297,13 @@ func (s *Server) v1Results(c *gin.Context) {
 	code := CodeResultsRetrieved
 	if run.Status == models.RunCompleted {
 		code = CodeExecutionCompleted
+	}
+	if format == FormatXML {
+		// format=xml or Accept: application/xml: an XML document, spec
+		// 001's envelope with the results in <data>, not XML text inside
+		// JSON (issue 23).
+		writeXMLBody(c, http.StatusOK, v1OKBody{Success: true, Code: code, Data: data, Message: "execution results retrieved"})
+		return
 	}
 	okV1(c, code, "execution results retrieved", data)
 }

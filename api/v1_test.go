@@ -465,34 +465,102 @@ func TestV1Results(t *testing.T) {
 				t.Errorf("markdown lacks %q", want)
 			}
 		}
-		// XML: the same results as a document, parsed back here.
-		var xr struct {
-			Format  string `json:"format"`
-			Content string `json:"content"`
-		}
-		a.mustDo(http.MethodGet, "/api/v1/executions/"+id+"/results?format=xml", nil, api.CodeExecutionCompleted, &xr)
-		var doc struct {
-			XMLName     xml.Name `xml:"results"`
-			ExecutionID string   `xml:"execution_id"`
-			Summary     struct {
-				Status        string `xml:"status"`
-				TeamsExecuted int    `xml:"teams_executed"`
-			} `xml:"execution_summary"`
-			Teams []struct {
-				XMLName xml.Name
-				Agents  []struct {
+		// XML (issue 23 item 17): format=xml, or Accept: application/xml,
+		// answers an XML document (spec 001's envelope, the results in
+		// <data>), not XML text inside the JSON envelope.
+		type xmlDoc struct {
+			XMLName xml.Name `xml:"response"`
+			Success bool     `xml:"success"`
+			Code    string   `xml:"code"`
+			Data    struct {
+				ExecutionID string `xml:"execution_id"`
+				Summary     struct {
+					Status        string `xml:"status"`
+					TeamsExecuted int    `xml:"teams_executed"`
+				} `xml:"execution_summary"`
+				Teams []struct {
 					XMLName xml.Name
-					Output  string `xml:"output"`
-				} `xml:"agents>agent_analyze_001"`
-			} `xml:"team_results>team_a7b9c2d4e5f6"`
-			APICalls int `xml:"metrics>api_calls_made"`
+					Agents  []struct {
+						XMLName xml.Name
+						Output  string `xml:"output"`
+					} `xml:"agents>agent_analyze_001"`
+				} `xml:"team_results>team_a7b9c2d4e5f6"`
+				APICalls int `xml:"metrics>api_calls_made"`
+			} `xml:"data"`
+			Error struct {
+				Message string `xml:"message"`
+			} `xml:"error"`
 		}
-		if err := xml.Unmarshal([]byte(xr.Content), &doc); err != nil || xr.Format != "xml" {
-			t.Fatalf("xml results: %v %q", err, xr.Content)
+		getXML := func(path, accept string) (int, xmlDoc, string) {
+			t.Helper()
+			req, _ := http.NewRequest(http.MethodGet, a.url+path, nil)
+			if accept != "" {
+				req.Header.Set("Accept", accept)
+			}
+			resp, err := a.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/xml") {
+				t.Errorf("GET %s (Accept %q): Content-Type %q, want application/xml; body %s", path, accept, ct, raw)
+			}
+			var doc xmlDoc
+			if err := xml.Unmarshal(raw, &doc); err != nil {
+				t.Errorf("GET %s: not an XML document: %v\n%s", path, err, raw)
+			}
+			return resp.StatusCode, doc, string(raw)
 		}
-		if doc.ExecutionID != id || doc.Summary.Status != "completed" || doc.Summary.TeamsExecuted != 2 || doc.APICalls != 4 ||
-			len(doc.Teams) != 1 || len(doc.Teams[0].Agents) != 1 || doc.Teams[0].Agents[0].Output != "ANALYSIS OUTPUT" {
-			t.Errorf("xml results = %+v\n%s", doc, xr.Content)
+		for _, c := range []struct{ query, accept string }{
+			{"?format=xml", ""},
+			{"", "application/xml"},
+			{"", "text/html, application/xml;q=0.9, application/json;q=0.5, */*;q=0.1"},
+		} {
+			status, doc, raw := getXML("/api/v1/executions/"+id+"/results"+c.query, c.accept)
+			if status != http.StatusOK || !doc.Success || doc.Code != api.CodeExecutionCompleted || doc.Data.ExecutionID != id ||
+				doc.Data.Summary.Status != "completed" || doc.Data.Summary.TeamsExecuted != 2 || doc.Data.APICalls != 4 ||
+				len(doc.Data.Teams) != 1 || len(doc.Data.Teams[0].Agents) != 1 || doc.Data.Teams[0].Agents[0].Output != "ANALYSIS OUTPUT" {
+				t.Errorf("xml results (%q, Accept %q) = %d %+v\n%s", c.query, c.accept, status, doc, raw)
+			}
+		}
+		// An error of a request for XML is XML too.
+		if status, doc, _ := getXML("/api/v1/executions/nope/results", "application/xml"); status != http.StatusNotFound || doc.Success || doc.Code != "EXECUTION_NOT_FOUND" || doc.Error.Message == "" {
+			t.Errorf("xml 404 = %d %+v", status, doc)
+		}
+		// JSON stays the default, and an explicit format wins over Accept.
+		var plain struct {
+			ExecutionID string `json:"execution_id"`
+		}
+		a.mustDo(http.MethodGet, "/api/v1/executions/"+id+"/results", nil, api.CodeExecutionCompleted, &plain)
+		if plain.ExecutionID != id {
+			t.Errorf("json results = %+v", plain)
+		}
+		req, _ := http.NewRequest(http.MethodGet, a.url+"/api/v1/executions/"+id+"/results?format=json", nil)
+		req.Header.Set("Accept", "application/xml")
+		if resp, err := a.client.Do(req); err != nil || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			t.Errorf("format=json with Accept xml: %v %v", resp.Header.Get("Content-Type"), err)
+		} else {
+			resp.Body.Close()
+		}
+		// runs/results with "format":"xml": contract 002's envelope as XML.
+		raw, _ := json.Marshal(map[string]any{"id": id, "format": "xml"})
+		req, _ = http.NewRequest(http.MethodPost, a.url+"/api/executor/v1/runs/results", bytes.NewReader(raw))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := a.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var doc002 struct {
+			XMLName xml.Name `xml:"response"`
+			Code    int      `xml:"code"`
+			ExecID  string   `xml:"data>execution_id"`
+		}
+		if err := xml.Unmarshal(body, &doc002); err != nil || resp.StatusCode != http.StatusOK || doc002.Code != 0 || doc002.ExecID != id ||
+			!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/xml") {
+			t.Errorf("runs/results xml = %d %v %+v\n%s", resp.StatusCode, err, doc002, body)
 		}
 		env := a.expectV1Error(http.MethodGet, "/api/v1/executions/"+id+"/results?format=yaml", nil, http.StatusBadRequest, "INVALID_PARAMETERS")
 		if env.Error.Details["field"] != "format" {
@@ -585,5 +653,75 @@ func TestV1Results(t *testing.T) {
 		a.expectV1Error(http.MethodPost, pathFormat, []byte(`{"output_template": {"a": "{x}"}, "extraction_rules": {"a": "briefly"}}`), http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE")
 		// Cancelling a finished run is a conflict.
 		a.expectV1Error(http.MethodPost, "/api/v1/executions/"+id+"/cancel", nil, http.StatusConflict, "EXECUTION_ALREADY_FINISHED")
+	})
+}
+
+// TestV1TeamNameTaken (issue 23 item 11): spec 001's TEAM_ALREADY_EXISTS
+// for a team_name the tenant already has, on create and on a rename, with
+// nothing written; a name taken by another tenant is free; concurrent
+// creates of one name give exactly one team.
+func TestV1TeamNameTaken(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		a := newTestAPI(t, st, withFakeTools)
+		var first teamSummary
+		a.mustDo(http.MethodPost, pathTeams, specRequest(t), api.CodeTeamCreated, &first)
+		env := a.expectV1Error(http.MethodPost, pathTeams, specRequest(t), http.StatusConflict, "TEAM_ALREADY_EXISTS")
+		if env.Error.Details["field"] != "team_name" || !strings.Contains(env.Error.Message, "research_analysis_team") {
+			t.Errorf("duplicate create: %+v", env.Error)
+		}
+		if hs, _, err := st.ListHierarchies(context.Background(), store.ListFilter{Page: 1, PageSize: 100}); err != nil || len(hs) != 1 {
+			t.Fatalf("after the refused create: %d hierarchies (%v), want 1", len(hs), err)
+		}
+
+		// A rename onto a taken name is refused and changes nothing; keeping
+		// one's own name is fine.
+		other := specRequest(t)
+		other["team_name"] = "writers"
+		var second teamSummary
+		a.mustDo(http.MethodPost, pathTeams, other, api.CodeTeamCreated, &second)
+		renamed := specRequest(t)
+		renamed["description"] = "changed"
+		a.expectV1Error(http.MethodPut, pathTeams+"/"+second.TeamID, renamed, http.StatusConflict, "TEAM_ALREADY_EXISTS")
+		var got v1Team
+		a.mustDo(http.MethodGet, pathTeams+"/"+second.TeamID, nil, api.CodeTeamInfoRetrieved, &got)
+		if got.TeamName != "writers" || got.Description == "changed" {
+			t.Errorf("the refused rename changed the team: %+v", got)
+		}
+		a.mustDo(http.MethodPut, pathTeams+"/"+first.TeamID, renamed, api.CodeTeamUpdated, nil)
+
+		// Another tenant's name is not taken for this one.
+		h, err := st.GetHierarchy(context.Background(), first.TeamID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.ID, h.TenantID = models.NewID(), "tenant-other"
+		if err := st.CreateNamedHierarchy(context.Background(), h); err != nil {
+			t.Errorf("same name in another tenant: %v", err)
+		}
+
+		// Concurrent creates of a new name: one team.
+		const n = 6
+		codes := make(chan int, n)
+		for i := 0; i < n; i++ {
+			go func() {
+				body := specRequest(t)
+				body["team_name"] = "raced"
+				status, _ := a.do(http.MethodPost, pathTeams, body)
+				codes <- status
+			}()
+		}
+		ok := 0
+		for i := 0; i < n; i++ {
+			switch c := <-codes; c {
+			case http.StatusOK:
+				ok++
+			case http.StatusConflict:
+			default:
+				t.Errorf("concurrent create answered %d", c)
+			}
+		}
+		if ok != 1 {
+			t.Errorf("%d concurrent creates of one name succeeded, want 1", ok)
+		}
 	})
 }
