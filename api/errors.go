@@ -154,6 +154,8 @@ func v1ErrorSummary(code models.Code) string {
 		return "execution state does not allow this"
 	case models.CodeExecutionFinished.Name:
 		return "execution already finished"
+	case models.CodeStreamingDisabled.Name:
+		return "streaming is off for this execution"
 	case models.CodeExecutionFailed.Name:
 		return "execution failed"
 	case models.CodeExecutionTimeout.Name:

@@ -671,6 +671,9 @@ func mdInline(s string) string { return strings.Join(strings.Fields(s), " ") }
 type resultsInput struct {
 	runIDInput
 	Format string `json:"format"`
+	// OutputFormat is spec 001's detailed|summary|minimal; empty: the
+	// execution's team's global_config.output_format.
+	OutputFormat string `json:"output_format"`
 }
 
 // resultFormat checks a requested format; empty means JSON.
@@ -697,11 +700,17 @@ func (s *Server) runResults(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	_, data, err := s.loadResults(c.Request.Context(), id, format)
+	shape, err := outputFormat("output_format", in.OutputFormat)
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
+	run, data, err := s.loadResults(c.Request.Context(), id, format)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	data = shapeRunResults(run, data, shape)
 	if format == FormatXML {
 		// An XML answer is XML throughout: contract 002's envelope as a
 		// document, the results in <data>.
@@ -737,6 +746,10 @@ func (s *Server) loadResults(ctx context.Context, id, format string) (*store.Run
 		}
 	}
 	r := BuildResults(ResultsInput{Run: run, Result: result, Calls: calls, Now: time.Now().UTC(), Supervisors: sups})
+	if !keepsIntermediate(run) {
+		// save_intermediate_results false: the final output only.
+		dropIntermediate(r)
+	}
 	switch format {
 	case FormatMarkdown:
 		return run, markdownResults{Format: FormatMarkdown, Content: r.Markdown()}, nil

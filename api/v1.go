@@ -104,9 +104,10 @@ func decodeOptionalJSON(c *gin.Context, dst any) error {
 // description.
 type v1ExecuteInput struct {
 	ExecutionConfig *struct {
-		// StreamEvents and SaveIntermediateResults are accepted for
-		// compatibility: every run streams its events and stores its
-		// intermediate results.
+		// StreamEvents false turns spec 001's event stream of the
+		// execution off (default: the team's enable_streaming);
+		// SaveIntermediateResults false keeps only the final output in
+		// the execution's results (docs/api-v1.md).
 		StreamEvents            *bool `json:"stream_events"`
 		SaveIntermediateResults *bool `json:"save_intermediate_results"`
 		MaxParallelTeams        *int  `json:"max_parallel_teams"`
@@ -137,6 +138,7 @@ func (s *Server) v1Execute(c *gin.Context) {
 	var opts StartOptions
 	if ec := in.ExecutionConfig; ec != nil {
 		opts.Budget = ec.Budget
+		opts.StreamEvents, opts.SaveIntermediateResults = ec.StreamEvents, ec.SaveIntermediateResults
 	}
 	if ec := in.ExecutionConfig; ec != nil && ec.MaxParallelTeams != nil {
 		if *ec.MaxParallelTeams < 0 {
@@ -171,6 +173,10 @@ func (s *Server) v1Execute(c *gin.Context) {
 		s.writeError(c, v1FieldError(err))
 		return
 	}
+	var streamURL any // null: streaming is off for this execution
+	if runStreams(run) {
+		streamURL = V1Prefix + "/executions/" + run.ID + "/stream"
+	}
 	okV1(c, CodeExecutionStarted, "execution started", gin.H{
 		"execution_id": run.ID,
 		"team_id":      h.ID,
@@ -178,7 +184,7 @@ func (s *Server) v1Execute(c *gin.Context) {
 		"started_at":   run.CreatedAt,
 		"task":         task,
 		"thread_id":    run.ThreadID,
-		"stream_url":   V1Prefix + "/executions/" + run.ID + "/stream",
+		"stream_url":   streamURL,
 		"results_url":  V1Prefix + "/executions/" + run.ID + "/results",
 		// The mean of the team's latest completed executions; null before
 		// the first one.
@@ -288,11 +294,17 @@ func (s *Server) v1Results(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	shape, err := outputFormat("output_format", c.Query("output_format"))
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
 	run, data, err := s.loadResults(c.Request.Context(), id, format)
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
+	data = shapeRunResults(run, data, shape)
 	// Spec 001's example answers a completed run with EXECUTION_COMPLETED.
 	code := CodeResultsRetrieved
 	if run.Status == models.RunCompleted {

@@ -725,3 +725,115 @@ func TestV1TeamNameTaken(t *testing.T) {
 		}
 	})
 }
+
+// TestV1ExecutionSettings (issue 23 item 16): spec 001's output_format
+// (detailed|summary|minimal) shapes an execution's results,
+// enable_streaming and stream_events turn its spec 001 stream off, and
+// save_intermediate_results false keeps only the final output in its
+// results.
+func TestV1ExecutionSettings(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		a := newTestAPI(t, st, withFakeTools, func(o *api.Options) { o.Runs = &api.Runs{Store: st} })
+		body := specRequest(t)
+		body["global_config"] = map[string]any{"output_format": "fancy"}
+		env := a.expectV1Error(http.MethodPost, pathTeams, body, http.StatusBadRequest, "INVALID_PARAMETERS")
+		if env.Error.Details["field"] != "global_config.output_format" {
+			t.Errorf("bad output_format: %+v", env.Error)
+		}
+		body["global_config"] = map[string]any{"output_format": "minimal", "enable_streaming": false}
+		var created teamSummary
+		a.mustDo(http.MethodPost, pathTeams, body, api.CodeTeamCreated, &created)
+		ctx := context.Background()
+		h, err := st.GetHierarchy(ctx, created.TeamID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		no, yes := false, true
+		newRun := func(ec *store.ExecutionConfig) string {
+			id := models.NewID()
+			if err := st.CreateRun(ctx, &store.Run{ID: id, HierarchyID: h.ID, HierarchyName: h.Name, TotalTeams: 2, WorkflowID: models.RunWorkflowID(id), Task: "t", Hierarchy: h, ExecutionConfig: ec}); err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now().UTC()
+			result := &models.RunResult{FinalAnswer: "FINAL REPORT", Teams: []models.TeamOutput{
+				{Turn: 1, TeamID: "team_a7b9c2d4e5f6", TeamName: "研究团队", Status: models.TeamCompleted, StartedAt: &now, CompletedAt: &now, Workers: []models.WorkerOutput{
+					{AgentID: "agent_search_001", Name: "医疗文献搜索专家", Output: "SEARCH OUTPUT"},
+				}},
+			}}
+			for _, s := range []models.RunStatusUpdate{{RunID: id, Status: models.RunRunning}, {RunID: id, Status: models.RunCompleted, Result: result}} {
+				if err := st.SetRunStatus(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return id
+		}
+		results := func(path string) map[string]any {
+			t.Helper()
+			var m map[string]any
+			a.mustDo(http.MethodGet, path, nil, api.CodeExecutionCompleted, &m)
+			return m
+		}
+		agent := func(m map[string]any) map[string]any {
+			tr, _ := m["team_results"].(map[string]any)
+			team, _ := tr["team_a7b9c2d4e5f6"].(map[string]any)
+			agents, _ := team["agents"].(map[string]any)
+			ag, _ := agents["agent_search_001"].(map[string]any)
+			return ag
+		}
+
+		// The team's output_format, minimal: no team results or metrics.
+		plain := newRun(nil)
+		m := results("/api/v1/executions/" + plain + "/results")
+		if _, has := m["team_results"]; has || m["output_format"] != "minimal" || m["metrics"] != nil || m["final_output"].(map[string]any)["content"] != "FINAL REPORT" {
+			t.Errorf("minimal results = %v", m)
+		}
+		// summary, asked for: agents' summaries, no outputs or per-agent metrics.
+		m = results("/api/v1/executions/" + plain + "/results?output_format=summary")
+		if ag := agent(m); ag["summary"] != "SEARCH OUTPUT" || ag["output"] != nil || ag["metrics"] != nil || m["metrics"] == nil || m["usage_by_agent"] != nil {
+			t.Errorf("summary results = %v", m)
+		}
+		// detailed: everything.
+		m = results("/api/v1/executions/" + plain + "/results?output_format=detailed")
+		if ag := agent(m); ag["output"] != "SEARCH OUTPUT" || ag["metrics"] == nil || m["usage_by_agent"] == nil {
+			t.Errorf("detailed results = %v", m)
+		}
+		a.expectV1Error(http.MethodGet, "/api/v1/executions/"+plain+"/results?output_format=huge", nil, http.StatusBadRequest, "INVALID_PARAMETERS")
+		var same map[string]any
+		a.mustPost("/api/executor/v1/runs/results", map[string]any{"id": plain, "output_format": "summary"}, &same)
+		if agent(same)["summary"] != "SEARCH OUTPUT" {
+			t.Errorf("runs/results summary = %v", same)
+		}
+
+		// The team's enable_streaming false: no spec 001 stream.
+		env = a.expectV1Error(http.MethodGet, "/api/v1/executions/"+plain+"/stream", nil, http.StatusConflict, "STREAMING_DISABLED")
+		if !strings.Contains(env.Error.Message, "poll") {
+			t.Errorf("streaming off: %+v", env.Error)
+		}
+		// stream_events true overrides it; save_intermediate_results false
+		// keeps the final output only, in every format.
+		streamed := newRun(&store.ExecutionConfig{StreamEvents: &yes, SaveIntermediateResults: &no})
+		req, _ := http.NewRequest(http.MethodGet, a.url+"/api/v1/executions/"+streamed+"/stream", nil)
+		resp, err := a.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			t.Errorf("stream_events true: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		m = results("/api/v1/executions/" + streamed + "/results?output_format=detailed")
+		if ag := agent(m); ag == nil || ag["output"] != "" || m["final_output"].(map[string]any)["content"] != "FINAL REPORT" {
+			t.Errorf("without intermediate results: %v", m)
+		}
+		var md struct {
+			Content string `json:"content"`
+		}
+		a.mustDo(http.MethodGet, "/api/v1/executions/"+streamed+"/results?format=markdown", nil, api.CodeExecutionCompleted, &md)
+		if strings.Contains(md.Content, "SEARCH OUTPUT") || !strings.Contains(md.Content, "FINAL REPORT") {
+			t.Errorf("markdown without intermediate results:\n%s", md.Content)
+		}
+		// stream_events false turns off a team's default streaming too.
+		off := newRun(&store.ExecutionConfig{StreamEvents: &no})
+		a.expectV1Error(http.MethodGet, "/api/v1/executions/"+off+"/stream", nil, http.StatusConflict, "STREAMING_DISABLED")
+	})
+}

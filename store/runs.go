@@ -81,6 +81,10 @@ type Run struct {
 type ExecutionConfig struct {
 	MaxParallelTeams int            `json:"max_parallel_teams"`
 	Budget           *models.Budget `json:"budget,omitempty"`
+	// StreamEvents and SaveIntermediateResults are spec 001's settings as
+	// given (nil: not given; see docs/api-v1.md).
+	StreamEvents            *bool `json:"stream_events,omitempty"`
+	SaveIntermediateResults *bool `json:"save_intermediate_results,omitempty"`
 }
 
 // CreateRun stores a new run as pending, in the default tenant when
