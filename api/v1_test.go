@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/mocks"
+
 	"github.com/op-stack/executor/api"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
@@ -835,5 +838,39 @@ func TestV1ExecutionSettings(t *testing.T) {
 		// stream_events false turns off a team's default streaming too.
 		off := newRun(&store.ExecutionConfig{StreamEvents: &no})
 		a.expectV1Error(http.MethodGet, "/api/v1/executions/"+off+"/stream", nil, http.StatusConflict, "STREAMING_DISABLED")
+	})
+}
+
+// TestV1ExecuteStreamURL (issue 23 item 16): execute answers stream_url
+// null for an execution started with streaming off (the team's
+// enable_streaming false), a URL when execution_config.stream_events turns
+// it on, and keeps the execution's settings with its run.
+func TestV1ExecuteStreamURL(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		tc := &mocks.Client{}
+		tc.On("ExecuteWorkflow", mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(&mocks.WorkflowRun{}, nil)
+		a := newTestAPI(t, st, withFakeTools, func(o *api.Options) { o.Runs = &api.Runs{Store: st, Temporal: tc} })
+		body := specRequest(t)
+		body["global_config"] = map[string]any{"enable_streaming": false}
+		var created teamSummary
+		a.mustDo(http.MethodPost, pathTeams, body, api.CodeTeamCreated, &created)
+		var off, on map[string]any
+		a.mustDo(http.MethodPost, pathTeams+"/"+created.TeamID+"/execute", map[string]any{}, api.CodeExecutionStarted, &off)
+		if v, present := off["stream_url"]; !present || v != nil {
+			t.Errorf("streaming off: stream_url %v (present %v), want null", v, present)
+		}
+		a.expectV1Error(http.MethodGet, "/api/v1/executions/"+off["execution_id"].(string)+"/stream", nil, http.StatusConflict, "STREAMING_DISABLED")
+		a.mustDo(http.MethodPost, pathTeams+"/"+created.TeamID+"/execute",
+			map[string]any{"execution_config": map[string]any{"stream_events": true, "save_intermediate_results": false}}, api.CodeExecutionStarted, &on)
+		if on["stream_url"] != "/api/v1/executions/"+on["execution_id"].(string)+"/stream" {
+			t.Errorf("stream_events true: stream_url %v", on["stream_url"])
+		}
+		run, err := st.GetRun(context.Background(), on["execution_id"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ec := run.ExecutionConfig; ec == nil || ec.StreamEvents == nil || !*ec.StreamEvents || ec.SaveIntermediateResults == nil || *ec.SaveIntermediateResults {
+			t.Errorf("stored execution_config = %+v", ec)
+		}
 	})
 }
