@@ -81,7 +81,7 @@ func (s *Server) writeError(c *gin.Context, err error) {
 				details[key.(string)] = id
 			}
 		}
-		c.AbortWithStatusJSON(code.HTTPStatus, v1ErrorBody{
+		abortWith(c, code.HTTPStatus, v1ErrorBody{
 			Code:    code.Name,
 			Error:   v1ErrorInfo{Message: models.ErrorMessage(err), Details: details},
 			Message: v1ErrorSummary(code),
@@ -92,7 +92,17 @@ func (s *Server) writeError(c *gin.Context, err error) {
 	if e != nil {
 		body.Field = e.Field
 	}
-	c.AbortWithStatusJSON(code.HTTPStatus, body)
+	abortWith(c, code.HTTPStatus, body)
+}
+
+// abortWith ends the request with an error body: as JSON, or as an XML
+// document when the request asked for XML results (negotiateResultFormat).
+func abortWith(c *gin.Context, status int, body any) {
+	if c.GetBool(xmlResponseKey) {
+		writeXMLBody(c, status, body)
+		return
+	}
+	c.AbortWithStatusJSON(status, body)
 }
 
 // Context keys of the request's dialect.
@@ -144,6 +154,8 @@ func v1ErrorSummary(code models.Code) string {
 		return "execution state does not allow this"
 	case models.CodeExecutionFinished.Name:
 		return "execution already finished"
+	case models.CodeStreamingDisabled.Name:
+		return "streaming is off for this execution"
 	case models.CodeExecutionFailed.Name:
 		return "execution failed"
 	case models.CodeExecutionTimeout.Name:

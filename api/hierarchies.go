@@ -71,18 +71,16 @@ func valueOrZero(p *int) int {
 	return *p
 }
 
-// maxOutputFormatLen bounds a stored output_format: it is echoed, never
-// interpreted, so any short name is kept.
-const maxOutputFormatLen = 50
-
 // apply stores enable_streaming and output_format in h when sent.
+// output_format is spec 001's detailed|summary|minimal (it decides the
+// default shape of the executions' results); anything else is refused.
 func (g *globalConfigInput) apply(h *models.Hierarchy) error {
 	if g == nil || (g.EnableStreaming == nil && g.OutputFormat == "") {
 		return nil
 	}
-	format := strings.TrimSpace(g.OutputFormat)
-	if len(format) > maxOutputFormatLen {
-		return models.FieldError("global_config.output_format", "must be at most %d characters", maxOutputFormatLen)
+	format, err := outputFormat("global_config.output_format", g.OutputFormat)
+	if err != nil {
+		return err
 	}
 	h.GlobalConfig = &models.GlobalConfig{EnableStreaming: g.EnableStreaming, OutputFormat: format}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -713,6 +714,9 @@ func mdInline(s string) string { return strings.Join(strings.Fields(s), " ") }
 type resultsInput struct {
 	runIDInput
 	Format string `json:"format"`
+	// OutputFormat is spec 001's detailed|summary|minimal; empty: the
+	// execution's team's global_config.output_format.
+	OutputFormat string `json:"output_format"`
 }
 
 // resultFormat checks a requested format; empty means JSON.
@@ -734,14 +738,26 @@ func (s *Server) runResults(c *gin.Context) {
 	if !valid {
 		return
 	}
-	format, err := resultFormat(in.Format)
+	format, err := negotiateResultFormat(c, in.Format)
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
-	_, data, err := s.loadResults(c.Request.Context(), id, format)
+	shape, err := outputFormat("output_format", in.OutputFormat)
 	if err != nil {
 		s.writeError(c, err)
+		return
+	}
+	run, data, err := s.loadResults(c.Request.Context(), id, format)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	data = shapeRunResults(run, data, shape)
+	if format == FormatXML {
+		// An XML answer is XML throughout: contract 002's envelope as a
+		// document, the results in <data>.
+		writeXMLBody(c, http.StatusOK, okBody{Code: 0, Message: "success", Data: data})
 		return
 	}
 	ok(c, data)
@@ -753,8 +769,9 @@ type markdownResults struct {
 	Content string `json:"content"`
 }
 
-// loadResults loads a run and builds its results in format: *Results for JSON,
-// markdownResults for Markdown, xmlResults for XML.
+// loadResults loads a run and builds its results in format: *Results for
+// JSON and XML (the caller writes XML, see writeXMLBody), markdownResults
+// for Markdown.
 func (s *Server) loadResults(ctx context.Context, id, format string) (*store.Run, any, error) {
 	run, err := s.visibleRun(ctx, id)
 	if err != nil {
@@ -776,15 +793,13 @@ func (s *Server) loadResults(ctx context.Context, id, format string) (*store.Run
 		return nil, nil, err
 	}
 	r := BuildResults(ResultsInput{Run: run, Result: result, Calls: calls, Now: time.Now().UTC(), Supervisors: sups, Artifacts: arts})
+	if !keepsIntermediate(run) {
+		// save_intermediate_results false: the final output only.
+		dropIntermediate(r)
+	}
 	switch format {
 	case FormatMarkdown:
 		return run, markdownResults{Format: FormatMarkdown, Content: r.Markdown()}, nil
-	case FormatXML:
-		doc, err := r.XML()
-		if err != nil {
-			return nil, nil, err
-		}
-		return run, xmlResults{Format: FormatXML, Content: doc}, nil
 	}
 	return run, r, nil
 }

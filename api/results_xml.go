@@ -6,19 +6,16 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/gin-gonic/gin"
 )
 
 // FormatXML is spec 001's third result format (json|xml|markdown).
 const FormatXML = "xml"
-
-// xmlResults is the data of an XML results answer, like markdownResults:
-// the document in content, inside the API's JSON envelope.
-type xmlResults struct {
-	Format  string `json:"format"`
-	Content string `json:"content"`
-}
 
 // XML renders the results as an XML document with the JSON answer's
 // structure, element for field, in the same order: the root is <results>;
@@ -118,4 +115,78 @@ func isXMLName(s string) bool {
 		}
 	}
 	return true
+}
+
+// xmlResponseKey marks a request answered in XML (results with format=xml
+// or an Accept header that prefers XML): writeError then answers in XML too.
+const xmlResponseKey = "api.xml"
+
+// prefersXML tells whether an Accept header ranks application/xml or
+// text/xml above application/json (at equal quality, the one listed first
+// wins). Wildcards count for neither: a client that accepts anything gets
+// JSON, the API's default.
+func prefersXML(accept string) bool {
+	xmlQ, jsonQ := -1.0, -1.0
+	xmlAt, jsonAt := -1, -1
+	for i, part := range strings.Split(accept, ",") {
+		fields := strings.Split(part, ";")
+		media := strings.ToLower(strings.TrimSpace(fields[0]))
+		q := 1.0
+		for _, p := range fields[1:] {
+			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+			if strings.EqualFold(strings.TrimSpace(k), "q") {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					q = f
+				}
+			}
+		}
+		switch media {
+		case "application/xml", "text/xml":
+			if q > xmlQ {
+				xmlQ, xmlAt = q, i
+			}
+		case "application/json":
+			if q > jsonQ {
+				jsonQ, jsonAt = q, i
+			}
+		}
+	}
+	if xmlQ <= 0 {
+		return false
+	}
+	return xmlQ > jsonQ || (xmlQ == jsonQ && xmlAt < jsonAt)
+}
+
+// negotiateResultFormat is a results request's format: the one asked for
+// (format=, or runs/results' "format"), else XML when the Accept header
+// prefers it, else JSON. It marks the request for an XML answer when the
+// format is XML, or when none was valid and the client prefers XML, so that
+// an error is in the language the client reads.
+func negotiateResultFormat(c *gin.Context, asked string) (string, error) {
+	wantXML := prefersXML(c.GetHeader("Accept"))
+	if strings.TrimSpace(asked) == "" && wantXML {
+		asked = FormatXML
+	}
+	format, err := resultFormat(asked)
+	if format == FormatXML || (err != nil && wantXML) {
+		c.Set(xmlResponseKey, true)
+	}
+	return format, err
+}
+
+// writeXMLBody answers body (an envelope, encoded as JSON first, so that
+// its fields keep their JSON names and order) as an XML document with root
+// <response>: the same envelope, element for field (see jsonToXML).
+func writeXMLBody(c *gin.Context, status int, body any) {
+	raw, err := json.Marshal(body)
+	var doc string
+	if err == nil {
+		doc, err = jsonToXML(raw, "response")
+	}
+	if err != nil {
+		// Only an unencodable value gets here; it is the server's fault.
+		status, doc = http.StatusInternalServerError, xml.Header+"<response><success>false</success><code>SYSTEM_ERROR</code></response>\n"
+	}
+	c.Abort()
+	c.Data(status, "application/xml; charset=utf-8", []byte(doc))
 }

@@ -250,6 +250,9 @@ type StartOptions struct {
 	// Previous is the finished run this one follows up (previous_run_id),
 	// checked by the caller (Server.previousRun); nil: a new thread.
 	Previous *store.Run
+	// StreamEvents and SaveIntermediateResults are spec 001's
+	// execution_config settings (nil: not given), kept with the run.
+	StreamEvents, SaveIntermediateResults *bool
 }
 
 // Start checks the agents' providers, stores a pending run and starts its
@@ -280,7 +283,10 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 		ID: id, HierarchyID: h.ID, HierarchyName: h.Name, TotalTeams: len(h.Teams),
 		WorkflowID: models.RunWorkflowID(id), Task: task, TenantID: tenant,
 		// Kept for forks (runs/fork), which start from them.
-		Hierarchy: h, ExecutionConfig: &store.ExecutionConfig{MaxParallelTeams: opts.MaxParallelTeams, Budget: opts.Budget},
+		Hierarchy: h, ExecutionConfig: &store.ExecutionConfig{
+			MaxParallelTeams: opts.MaxParallelTeams, Budget: opts.Budget,
+			StreamEvents: opts.StreamEvents, SaveIntermediateResults: opts.SaveIntermediateResults,
+		},
 		// Claimed with the run, atomically (spec 003: the message's key).
 		AnswerMessageID: opts.MessageID, UserMessageID: opts.UserMessageID,
 	}

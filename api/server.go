@@ -193,7 +193,14 @@ func (s *Server) Handler() http.Handler { return s.router }
 
 // ok writes contract 002's success envelope.
 func ok(c *gin.Context, data any) {
-	c.JSON(http.StatusOK, gin.H{"code": 0, "message": "success", "data": data})
+	c.JSON(http.StatusOK, okBody{Code: 0, Message: "success", Data: data})
+}
+
+// okBody is contract 002's success envelope.
+type okBody struct {
+	Code    int    `json:"code"`
+	Data    any    `json:"data"`
+	Message string `json:"message"`
 }
 
 // requireRuns answers 503 on run endpoints of a server built without

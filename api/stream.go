@@ -145,6 +145,13 @@ func (s *Server) serveStream(c *gin.Context, id string, after *int64, format, tr
 		s.writeError(c, err)
 		return
 	}
+	if format == streamSpec001 && !runStreams(run) {
+		// Spec 001's enable_streaming / stream_events false: this
+		// execution is polled, not streamed (contract 002's stream of the
+		// run, the executor's log, still serves).
+		s.writeError(c, models.Errorf(models.CodeStreamingDisabled, "execution %q was started with streaming off (execution_config.stream_events false, or its team's global_config.enable_streaming false); poll GET %s/executions/%s and read its results", run.ID, V1Prefix, run.ID))
+		return
+	}
 	live := !models.IsTerminal(run.Status)
 	if live && s.streams.querier == nil {
 		s.writeError(c, models.Errorf(models.CodeUnavailable, "live runs are not streamed by this process"))

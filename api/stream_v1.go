@@ -55,7 +55,10 @@ type v1Event struct {
 //   - dispatch.worker → supervisor_routing with selected_agent, then
 //     agent_started (content: the worker's instruction)
 //   - a worker's llm.stream → agent_progress (content: the next piece of
-//     its answer); llm.tool_call and llm.tool_result → agent_progress
+//     its answer; progress: its team turn's workers done ÷ the team's
+//     workers, execution_progress: teams completed ÷ teams in the plan,
+//     both from system.topology and what the log has shown finished);
+//     llm.tool_call and llm.tool_result → agent_progress
 //     naming the tool; a sub-agent's llm.stream → agent_progress with its
 //     own agent_id and parent_agent_id
 //   - agent_completed (result: the worker's answer after its last tool
@@ -69,7 +72,8 @@ type v1Event struct {
 //   - system.supervisor_reassigned → supervisor_reassigned (the team
 //     supervisor's step: it ends the team's open worker, as its decisions do)
 //   - lifecycle.completed, .failed and .cancelled → execution_completed
-//     with status completed, failed or cancelled and result_url; any other
+//     with status completed, failed (timed_out when its error_code is
+//     EXECUTION_TIMEOUT) or cancelled and result_url; any other
 //     lifecycle action (e.g. paused) → execution_<action>
 //   - everything else (system.topology, supervisors' llm.* events, which
 //     supervisor_routing sums up, llm.reasoning, llm.retry, system.warning)
@@ -88,6 +92,14 @@ type v1Translator struct {
 	// the run's end.
 	routedTogether bool
 	open           map[string]*v1Worker
+
+	// Progress (spec 001's progress, issue 23): the plan from
+	// system.topology, and what the log has shown finished.
+	teamWorkers map[string]int             // team name → its workers
+	totalTeams  int                        // teams in the plan
+	turnDone    map[string]map[string]bool // team → agent_ids done in its current turn
+	active      map[string]bool            // teams whose turn is under way
+	teamsDone   map[string]bool            // teams that completed a turn
 }
 
 // v1Worker is a worker whose turn has started and not yet ended.
@@ -99,9 +111,89 @@ type v1Worker struct {
 func newV1Translator(runID, hierarchyID string, teamIDs map[string]string) *v1Translator {
 	return &v1Translator{
 		runID: runID, hierarchyID: hierarchyID, teamIDs: teamIDs,
-		resultURL: V1Prefix + "/executions/" + runID + "/results",
-		open:      map[string]*v1Worker{},
+		resultURL:   V1Prefix + "/executions/" + runID + "/results",
+		open:        map[string]*v1Worker{},
+		teamWorkers: map[string]int{}, turnDone: map[string]map[string]bool{},
+		active: map[string]bool{}, teamsDone: map[string]bool{},
 	}
+}
+
+// teamProgress is a team turn's progress in percent: its workers whose
+// work in this turn is over ÷ the team's workers (each may be dispatched;
+// one dispatched twice counts once, and not while it works again). nil
+// when the plan is unknown.
+func (t *v1Translator) teamProgress(team string) any {
+	n := t.teamWorkers[team]
+	if n == 0 {
+		return nil
+	}
+	done := len(t.turnDone[team])
+	if w := t.open[team]; w != nil && t.turnDone[team][w.agentID] {
+		done-- // at work again: not finished
+	}
+	return min(100, 100*done/n)
+}
+
+// runProgress is the execution's progress in percent: teams that completed
+// a turn ÷ teams in the plan (system.topology). nil when the plan is
+// unknown.
+func (t *v1Translator) runProgress() any {
+	if t.totalTeams == 0 {
+		return nil
+	}
+	return min(100, 100*len(t.teamsDone)/t.totalTeams)
+}
+
+// endTeam records that team's turn is over, with status.
+func (t *v1Translator) endTeam(team, status string) {
+	if !t.active[team] {
+		return
+	}
+	delete(t.active, team)
+	if status == models.TeamCompleted {
+		t.teamsDone[team] = true
+	}
+}
+
+// endAllTeams ends every team turn under way, with status.
+func (t *v1Translator) endAllTeams(status string) {
+	for team := range t.active {
+		t.endTeam(team, status)
+	}
+}
+
+// readTopology learns the plan: the teams and their workers.
+func (t *v1Translator) readTopology(data map[string]any) {
+	teams := anyList(data["teams"])
+	t.totalTeams = len(teams)
+	for _, item := range teams {
+		team, _ := item.(map[string]any)
+		if name := str(team, "name"); name != "" {
+			t.teamWorkers[name] = len(anyList(team["workers"]))
+		}
+	}
+}
+
+// anyList reads a JSON list as the log holds it: []any once decoded, or
+// the typed slices the workflow built.
+func anyList(v any) []any {
+	switch l := v.(type) {
+	case []any:
+		return l
+	case []map[string]any:
+		out := make([]any, len(l))
+		for i, m := range l {
+			out[i] = m
+		}
+		return out
+	case []string:
+		out := make([]any, len(l))
+		for i, x := range l {
+			out[i] = x
+		}
+		return out
+	}
+	return nil
 }
 
 func (t *v1Translator) teamID(name string) string { return lookupID(t.teamIDs, name) }
@@ -148,11 +240,14 @@ func (t *v1Translator) translate(e models.Event) []v1Event {
 		}
 		t.parallel = str(e.Data, "execution_mode") == models.ExecutionModeParallel
 		t.routedTogether = !t.parallel && limit > 1
+		t.readTopology(e.Data)
 		return nil
 	case e.Event.Category == models.CategoryDispatch && e.Event.Action == models.ActionTeamCancelled:
 		// An operator cancelled a team's turn: its open worker ends
 		// cancelled (runs/teams/cancel).
-		return t.close(e, str(e.Data, "team_name"), models.TeamCancelled, out)
+		out = t.close(e, str(e.Data, "team_name"), models.TeamCancelled, out)
+		t.endTeam(str(e.Data, "team_name"), models.TeamCancelled)
+		return out
 	case src.AgentType == models.AgentTypeGlobalSupervisor:
 		// Routed one team at a time, the global supervisor acts between
 		// team turns only; with teams at work together (parallel mode, or
@@ -160,12 +255,14 @@ func (t *v1Translator) translate(e models.Event) []v1Event {
 		// others run, and only its final answer comes after every team.
 		if !t.routedTogether && (!t.parallel || e.Event.Category == models.CategoryLLM) {
 			out = t.closeAll(e, models.TeamCompleted, out)
+			t.endAllTeams(models.TeamCompleted)
 		}
 	case src.AgentType == models.AgentTypeTeamSupervisor:
 		out = t.close(e, team, models.TeamCompleted, out)
 	case e.Event.Category == models.CategorySystem && e.Event.Action == models.ActionError:
 		if name := str(e.Data, "team_name"); name != "" {
 			out = t.close(e, name, models.TeamFailed, out)
+			t.endTeam(name, models.TeamFailed)
 		}
 		return out
 	}
@@ -183,7 +280,7 @@ func (t *v1Translator) translate(e models.Event) []v1Event {
 	case src.AgentType == models.AgentTypeSubAgent && e.Event.Action == models.ActionStream:
 		d := t.agentData(e, team, src.AgentID, src.AgentName, "progress")
 		d["content"] = str(e.Data, "content")
-		d["progress"] = nil
+		d["progress"], d["execution_progress"] = t.teamProgress(team), t.runProgress()
 		if n := len(src.Path); n >= 2 {
 			d["parent_agent_id"] = src.Path[n-2]
 		}
@@ -202,9 +299,26 @@ func (t *v1Translator) lifecycle(e models.Event) []v1Event {
 		return []v1Event{{V1ExecutionStarted, d}}
 	case models.ActionCompleted, models.ActionFailed, models.ActionCancelled:
 		status := map[string]string{models.ActionCompleted: models.TeamCompleted, models.ActionFailed: models.TeamFailed, models.ActionCancelled: "cancelled"}[e.Event.Action]
+		if e.Event.Action == models.ActionFailed && str(e.Data, "error_code") == models.CodeExecutionTimeout.Name {
+			// A run that overran its max_execution_time ends with
+			// lifecycle.failed, and its status is timed_out: the stream
+			// says what GET /executions/{id} says (issue 23).
+			status = models.RunTimedOut
+		}
 		out := t.closeAll(e, status, nil)
+		if e.Event.Action == models.ActionCompleted {
+			t.endAllTeams(models.TeamCompleted)
+		} else {
+			t.endAllTeams(status)
+		}
 		d["status"] = status
 		d["result_url"] = t.resultURL
+		d["progress"] = t.runProgress()
+		if e.Event.Action == models.ActionCompleted && t.totalTeams > 0 {
+			// A completed execution is whole, as GET /executions/{id}
+			// says, even when some teams were skipped or never chosen.
+			d["progress"] = 100
+		}
 		if msg := firstNonEmpty(str(e.Data, "error"), str(e.Data, "reason")); e.Event.Action != models.ActionCompleted && msg != "" {
 			d["error"] = msg
 			if code := str(e.Data, "error_code"); code != "" {
@@ -242,7 +356,19 @@ func (t *v1Translator) dispatchTeam(e models.Event) []v1Event {
 	name := str(e.Data, "team_name")
 	// A team's new turn ends its previous one.
 	out := t.close(e, name, models.TeamCompleted, nil)
+	t.endTeam(name, models.TeamCompleted)
+	// The workflow says which teams have completed (completed_teams, on
+	// runs that carry it): with teams at work together, a team's end is
+	// not otherwise in the log.
+	for _, done := range anyList(e.Data["completed_teams"]) {
+		if n, ok := done.(string); ok && n != "" {
+			t.teamsDone[n] = true
+		}
+	}
+	t.active[name] = true
+	t.turnDone[name] = map[string]bool{}
 	d := t.supervisorData(e)
+	d["progress"] = t.runProgress()
 	d["content"] = firstNonEmpty(str(e.Data, "reason"), str(e.Data, "instruction"))
 	d["instruction"] = str(e.Data, "instruction")
 	prev := t.lastTeam
@@ -299,7 +425,7 @@ func (t *v1Translator) workerLLM(e models.Event, team string) []v1Event {
 		t.open[team] = w
 	}
 	d := t.agentData(e, team, w.agentID, w.name, "progress")
-	d["progress"] = nil
+	d["progress"], d["execution_progress"] = t.teamProgress(team), t.runProgress()
 	if a, ok := e.Data["attempt"]; ok {
 		d["attempt"] = a
 	}
@@ -337,6 +463,10 @@ func (t *v1Translator) close(e models.Event, team, status string, out []v1Event)
 		return out
 	}
 	delete(t.open, team)
+	if t.turnDone[team] == nil {
+		t.turnDone[team] = map[string]bool{}
+	}
+	t.turnDone[team][w.agentID] = true
 	d := t.agentData(e, team, w.agentID, w.name, "completed")
 	d["result"] = w.answer.String()
 	d["status"] = status

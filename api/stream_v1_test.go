@@ -308,3 +308,140 @@ func TestV1TranslatorSupervisorReassigned(t *testing.T) {
 		t.Errorf("supervisor_reassigned = %v", d)
 	}
 }
+
+// TestV1TranslatorTimedOut (issue 23 item 18): a run that overran its
+// max_execution_time ends with lifecycle.failed and error_code
+// EXECUTION_TIMEOUT, and its status is timed_out; spec 001's stream must
+// end it with that status too, and its open worker with it.
+func TestV1TranslatorTimedOut(t *testing.T) {
+	log := v1Log(
+		v1LogEntry{tGS, "lifecycle.started", map[string]any{"task": "t"}},
+		v1LogEntry{tGS, "dispatch.team", map[string]any{"team_name": "a"}},
+		v1LogEntry{tTSA, "dispatch.worker", map[string]any{"worker_name": "wa", "worker_agent_id": "w-a"}},
+		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "half"}},
+		v1LogEntry{tSystem, "system.error", map[string]any{"message": "the run exceeded its max_execution_time of 1s", "error_code": "EXECUTION_TIMEOUT"}},
+		v1LogEntry{tGS, "lifecycle.failed", map[string]any{"error": "the run exceeded its max_execution_time of 1s", "error_code": "EXECUTION_TIMEOUT"}},
+	)
+	types, evs := translateAll(newV1Translator("r1", "h1", nil), log)
+	n := len(evs)
+	if n < 2 || types[n-1] != V1ExecutionCompleted || types[n-2] != V1AgentCompleted {
+		t.Fatalf("types %q", types)
+	}
+	if d := evs[n-1].Data; d["status"] != models.RunTimedOut || d["error_code"] != "EXECUTION_TIMEOUT" || d["result_url"] == nil {
+		t.Errorf("execution_completed = %v, want status %q", d, models.RunTimedOut)
+	}
+	if d := evs[n-2].Data; d["status"] != models.RunTimedOut || d["result"] != "half" {
+		t.Errorf("agent_completed = %v, want status %q", d, models.RunTimedOut)
+	}
+	// Other failures stay failed.
+	_, evs = translateAll(newV1Translator("r1", "h1", nil), v1Log(
+		v1LogEntry{tGS, "lifecycle.failed", map[string]any{"error": "boom", "error_code": "EXECUTION_FAILED"}},
+	))
+	if d := evs[0].Data; d["status"] != models.TeamFailed {
+		t.Errorf("a failed run ends %v", d)
+	}
+}
+
+// TestV1TranslatorProgress (issue 23 item 14): agent_progress.progress is
+// the team turn's workers done ÷ the team's workers, execution_progress
+// (and the progress of the global supervisor's events and of
+// execution_completed) the teams completed ÷ the teams in the plan.
+func TestV1TranslatorProgress(t *testing.T) {
+	wa2 := models.Source{AgentID: "w-a2", AgentType: models.AgentTypeWorker, AgentName: "wa2", TeamName: &teamA}
+	topology := map[string]any{"execution_mode": "sequential", "teams": []any{
+		map[string]any{"name": "a", "workers": []any{map[string]any{"agent_id": "w-a"}, map[string]any{"agent_id": "w-a2"}}},
+		map[string]any{"name": "b", "workers": []any{map[string]any{"agent_id": "w-b"}}},
+	}}
+	log := v1Log(
+		v1LogEntry{tGS, "lifecycle.started", map[string]any{"task": "t"}},
+		v1LogEntry{tSystem, "system.topology", topology},
+		v1LogEntry{tGS, "dispatch.team", map[string]any{"team_name": "a", "completed_teams": []any{}}},
+		v1LogEntry{tTSA, "dispatch.worker", map[string]any{"worker_name": "wa", "worker_agent_id": "w-a"}},
+		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "one"}},
+		v1LogEntry{tTSA, "dispatch.worker", map[string]any{"worker_name": "wa2", "worker_agent_id": "w-a2"}},
+		v1LogEntry{wa2, "llm.stream", map[string]any{"content": "two"}},
+		v1LogEntry{tSub, "llm.stream", map[string]any{"content": "sub"}},
+		// wa again: it counts once.
+		v1LogEntry{tTSA, "dispatch.worker", map[string]any{"worker_name": "wa", "worker_agent_id": "w-a"}},
+		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "three"}},
+		v1LogEntry{tTSA, "llm.stream", map[string]any{"content": `{"action":"finish"}`}},
+		v1LogEntry{tGS, "dispatch.team", map[string]any{"team_name": "b", "completed_teams": []any{"a"}}},
+		v1LogEntry{tTSB, "dispatch.worker", map[string]any{"worker_name": "wb", "worker_agent_id": "w-b"}},
+		v1LogEntry{tWB, "llm.stream", map[string]any{"content": "b says"}},
+		v1LogEntry{tGS, "lifecycle.completed", map[string]any{"final_answer": "x"}},
+	)
+	_, evs := translateAll(newV1Translator("r1", "h1", nil), log)
+	type got struct {
+		typ, content  string
+		progress, run any
+	}
+	var seen []got
+	for _, ev := range evs {
+		switch ev.Type {
+		case V1AgentProgress:
+			seen = append(seen, got{ev.Type, str(ev.Data, "content"), ev.Data["progress"], ev.Data["execution_progress"]})
+		case V1SupervisorRouting, V1TeamTransition, V1ExecutionCompleted:
+			if ev.Data["selected_agent"] == nil {
+				seen = append(seen, got{ev.Type, str(ev.Data, "to_team") + str(ev.Data, "selected_team"), ev.Data["progress"], nil})
+			}
+		}
+	}
+	want := []got{
+		{V1SupervisorRouting, "a", 0, nil},
+		{V1AgentProgress, "one", 0, 0},
+		{V1AgentProgress, "two", 50, 0},
+		{V1AgentProgress, "sub", 50, 0},
+		{V1AgentProgress, "three", 50, 0},
+		{V1TeamTransition, "b", 50, nil},
+		{V1AgentProgress, "b says", 0, 50},
+		{V1ExecutionCompleted, "", 100, nil},
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("events %+v, want %+v", seen, want)
+	}
+	for i := range want {
+		if seen[i] != want[i] {
+			t.Errorf("event %d = %+v, want %+v", i, seen[i], want[i])
+		}
+	}
+
+	// Teams at work together: a team's end comes from the workflow's
+	// completed_teams; a failed team does not count.
+	par := map[string]any{"execution_mode": "parallel", "teams": []any{
+		map[string]any{"name": "a", "workers": []any{map[string]any{}}},
+		map[string]any{"name": "b", "workers": []any{map[string]any{}}},
+		map[string]any{"name": "c", "workers": []any{map[string]any{}}},
+	}}
+	_, evs = translateAll(newV1Translator("r1", "h1", nil), v1Log(
+		v1LogEntry{tSystem, "system.topology", par},
+		v1LogEntry{tGS, "dispatch.team", map[string]any{"team_name": "a"}},
+		v1LogEntry{tGS, "dispatch.team", map[string]any{"team_name": "b"}},
+		v1LogEntry{tTSB, "dispatch.worker", map[string]any{"worker_name": "wb", "worker_agent_id": "w-b"}},
+		v1LogEntry{tGS, "dispatch.team", map[string]any{"team_name": "c", "completed_teams": []any{"a"}}},
+		v1LogEntry{tWB, "llm.stream", map[string]any{"content": "b"}},
+		v1LogEntry{tSystem, "system.error", map[string]any{"message": "b failed", "team_name": "b"}},
+		v1LogEntry{tGS, "lifecycle.failed", map[string]any{"error": "b failed", "error_code": "EXECUTION_FAILED"}},
+	))
+	var last, worker map[string]any
+	for _, ev := range evs {
+		if ev.Type == V1AgentProgress {
+			worker = ev.Data
+		}
+		last = ev.Data
+	}
+	if worker == nil || worker["execution_progress"] != 33 || worker["progress"] != 0 {
+		t.Errorf("parallel worker progress = %v", worker)
+	}
+	if last["status"] != models.TeamFailed || last["progress"] != 33 {
+		t.Errorf("failed execution_completed = %v", last)
+	}
+
+	// Without a topology (a log cut short), progress is unknown: null.
+	_, evs = translateAll(newV1Translator("r1", "h1", nil), v1Log(
+		v1LogEntry{tTSA, "dispatch.worker", map[string]any{"worker_name": "wa", "worker_agent_id": "w-a"}},
+		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "one"}},
+	))
+	if d := evs[len(evs)-1].Data; d["progress"] != nil || d["execution_progress"] != nil {
+		t.Errorf("progress without a plan = %v", d)
+	}
+}

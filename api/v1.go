@@ -63,7 +63,15 @@ func (s *Server) routeV1(g *gin.RouterGroup) {
 
 // okV1 writes spec 001's success envelope.
 func okV1(c *gin.Context, code, message string, data any) {
-	c.JSON(http.StatusOK, gin.H{"success": true, "code": code, "data": data, "message": message})
+	c.JSON(http.StatusOK, v1OKBody{Success: true, Code: code, Data: data, Message: message})
+}
+
+// v1OKBody is spec 001's success envelope, in its field order.
+type v1OKBody struct {
+	Success bool   `json:"success"`
+	Code    string `json:"code"`
+	Data    any    `json:"data"`
+	Message string `json:"message"`
 }
 
 // pathID is the :id path parameter, required.
@@ -98,9 +106,10 @@ func decodeOptionalJSON(c *gin.Context, dst any) error {
 // description.
 type v1ExecuteInput struct {
 	ExecutionConfig *struct {
-		// StreamEvents and SaveIntermediateResults are accepted for
-		// compatibility: every run streams its events and stores its
-		// intermediate results.
+		// StreamEvents false turns spec 001's event stream of the
+		// execution off (default: the team's enable_streaming);
+		// SaveIntermediateResults false keeps only the final output in
+		// the execution's results (docs/api-v1.md).
 		StreamEvents            *bool `json:"stream_events"`
 		SaveIntermediateResults *bool `json:"save_intermediate_results"`
 		MaxParallelTeams        *int  `json:"max_parallel_teams"`
@@ -134,6 +143,7 @@ func (s *Server) v1Execute(c *gin.Context) {
 	var opts StartOptions
 	if ec := in.ExecutionConfig; ec != nil {
 		opts.Budget = ec.Budget
+		opts.StreamEvents, opts.SaveIntermediateResults = ec.StreamEvents, ec.SaveIntermediateResults
 	}
 	if ec := in.ExecutionConfig; ec != nil && ec.MaxParallelTeams != nil {
 		if *ec.MaxParallelTeams < 0 {
@@ -168,6 +178,10 @@ func (s *Server) v1Execute(c *gin.Context) {
 		s.writeError(c, v1FieldError(err))
 		return
 	}
+	var streamURL any // null: streaming is off for this execution
+	if runStreams(run) {
+		streamURL = V1Prefix + "/executions/" + run.ID + "/stream"
+	}
 	okV1(c, CodeExecutionStarted, "execution started", gin.H{
 		"execution_id": run.ID,
 		"team_id":      h.ID,
@@ -175,7 +189,7 @@ func (s *Server) v1Execute(c *gin.Context) {
 		"started_at":   run.CreatedAt,
 		"task":         task,
 		"thread_id":    run.ThreadID,
-		"stream_url":   V1Prefix + "/executions/" + run.ID + "/stream",
+		"stream_url":   streamURL,
 		"results_url":  V1Prefix + "/executions/" + run.ID + "/results",
 		// The mean of the team's latest completed executions; null before
 		// the first one.
@@ -283,7 +297,12 @@ func (s *Server) v1Results(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	format, err := resultFormat(c.Query("format"))
+	format, err := negotiateResultFormat(c, c.Query("format"))
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	shape, err := outputFormat("output_format", c.Query("output_format"))
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -293,10 +312,18 @@ func (s *Server) v1Results(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	data = shapeRunResults(run, data, shape)
 	// Spec 001's example answers a completed run with EXECUTION_COMPLETED.
 	code := CodeResultsRetrieved
 	if run.Status == models.RunCompleted {
 		code = CodeExecutionCompleted
+	}
+	if format == FormatXML {
+		// format=xml or Accept: application/xml: an XML document, spec
+		// 001's envelope with the results in <data>, not XML text inside
+		// JSON (issue 23).
+		writeXMLBody(c, http.StatusOK, v1OKBody{Success: true, Code: code, Data: data, Message: "execution results retrieved"})
+		return
 	}
 	okV1(c, code, "execution results retrieved", data)
 }

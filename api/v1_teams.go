@@ -355,8 +355,9 @@ func (s *Server) v1CreateTeam(c *gin.Context) {
 	}
 	h.ID = models.NewID()
 	h.TenantID = ownTenant(c.Request.Context())
-	if err := s.store.CreateHierarchy(c.Request.Context(), h); err != nil {
-		s.writeError(c, err)
+	// Spec 001: a team_name is unique within the tenant (TEAM_ALREADY_EXISTS).
+	if err := s.store.CreateNamedHierarchy(c.Request.Context(), h); err != nil {
+		s.writeError(c, v1FieldError(err))
 		return
 	}
 	okV1(c, CodeTeamCreated, "hierarchical team created", v1TeamSummary(h, "created", warnings))
@@ -378,8 +379,8 @@ func (s *Server) v1UpdateTeam(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	if err := s.store.UpdateHierarchy(c.Request.Context(), h); err != nil {
-		s.writeError(c, err)
+	if err := s.store.UpdateNamedHierarchy(c.Request.Context(), h); err != nil {
+		s.writeError(c, v1FieldError(err))
 		return
 	}
 	okV1(c, CodeTeamUpdated, "hierarchical team updated", v1TeamSummary(h, "updated", warnings))

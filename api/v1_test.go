@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/mocks"
+
 	"github.com/op-stack/executor/api"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
@@ -465,34 +468,102 @@ func TestV1Results(t *testing.T) {
 				t.Errorf("markdown lacks %q", want)
 			}
 		}
-		// XML: the same results as a document, parsed back here.
-		var xr struct {
-			Format  string `json:"format"`
-			Content string `json:"content"`
-		}
-		a.mustDo(http.MethodGet, "/api/v1/executions/"+id+"/results?format=xml", nil, api.CodeExecutionCompleted, &xr)
-		var doc struct {
-			XMLName     xml.Name `xml:"results"`
-			ExecutionID string   `xml:"execution_id"`
-			Summary     struct {
-				Status        string `xml:"status"`
-				TeamsExecuted int    `xml:"teams_executed"`
-			} `xml:"execution_summary"`
-			Teams []struct {
-				XMLName xml.Name
-				Agents  []struct {
+		// XML (issue 23 item 17): format=xml, or Accept: application/xml,
+		// answers an XML document (spec 001's envelope, the results in
+		// <data>), not XML text inside the JSON envelope.
+		type xmlDoc struct {
+			XMLName xml.Name `xml:"response"`
+			Success bool     `xml:"success"`
+			Code    string   `xml:"code"`
+			Data    struct {
+				ExecutionID string `xml:"execution_id"`
+				Summary     struct {
+					Status        string `xml:"status"`
+					TeamsExecuted int    `xml:"teams_executed"`
+				} `xml:"execution_summary"`
+				Teams []struct {
 					XMLName xml.Name
-					Output  string `xml:"output"`
-				} `xml:"agents>agent_analyze_001"`
-			} `xml:"team_results>team_a7b9c2d4e5f6"`
-			APICalls int `xml:"metrics>api_calls_made"`
+					Agents  []struct {
+						XMLName xml.Name
+						Output  string `xml:"output"`
+					} `xml:"agents>agent_analyze_001"`
+				} `xml:"team_results>team_a7b9c2d4e5f6"`
+				APICalls int `xml:"metrics>api_calls_made"`
+			} `xml:"data"`
+			Error struct {
+				Message string `xml:"message"`
+			} `xml:"error"`
 		}
-		if err := xml.Unmarshal([]byte(xr.Content), &doc); err != nil || xr.Format != "xml" {
-			t.Fatalf("xml results: %v %q", err, xr.Content)
+		getXML := func(path, accept string) (int, xmlDoc, string) {
+			t.Helper()
+			req, _ := http.NewRequest(http.MethodGet, a.url+path, nil)
+			if accept != "" {
+				req.Header.Set("Accept", accept)
+			}
+			resp, err := a.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/xml") {
+				t.Errorf("GET %s (Accept %q): Content-Type %q, want application/xml; body %s", path, accept, ct, raw)
+			}
+			var doc xmlDoc
+			if err := xml.Unmarshal(raw, &doc); err != nil {
+				t.Errorf("GET %s: not an XML document: %v\n%s", path, err, raw)
+			}
+			return resp.StatusCode, doc, string(raw)
 		}
-		if doc.ExecutionID != id || doc.Summary.Status != "completed" || doc.Summary.TeamsExecuted != 2 || doc.APICalls != 4 ||
-			len(doc.Teams) != 1 || len(doc.Teams[0].Agents) != 1 || doc.Teams[0].Agents[0].Output != "ANALYSIS OUTPUT" {
-			t.Errorf("xml results = %+v\n%s", doc, xr.Content)
+		for _, c := range []struct{ query, accept string }{
+			{"?format=xml", ""},
+			{"", "application/xml"},
+			{"", "text/html, application/xml;q=0.9, application/json;q=0.5, */*;q=0.1"},
+		} {
+			status, doc, raw := getXML("/api/v1/executions/"+id+"/results"+c.query, c.accept)
+			if status != http.StatusOK || !doc.Success || doc.Code != api.CodeExecutionCompleted || doc.Data.ExecutionID != id ||
+				doc.Data.Summary.Status != "completed" || doc.Data.Summary.TeamsExecuted != 2 || doc.Data.APICalls != 4 ||
+				len(doc.Data.Teams) != 1 || len(doc.Data.Teams[0].Agents) != 1 || doc.Data.Teams[0].Agents[0].Output != "ANALYSIS OUTPUT" {
+				t.Errorf("xml results (%q, Accept %q) = %d %+v\n%s", c.query, c.accept, status, doc, raw)
+			}
+		}
+		// An error of a request for XML is XML too.
+		if status, doc, _ := getXML("/api/v1/executions/nope/results", "application/xml"); status != http.StatusNotFound || doc.Success || doc.Code != "EXECUTION_NOT_FOUND" || doc.Error.Message == "" {
+			t.Errorf("xml 404 = %d %+v", status, doc)
+		}
+		// JSON stays the default, and an explicit format wins over Accept.
+		var plain struct {
+			ExecutionID string `json:"execution_id"`
+		}
+		a.mustDo(http.MethodGet, "/api/v1/executions/"+id+"/results", nil, api.CodeExecutionCompleted, &plain)
+		if plain.ExecutionID != id {
+			t.Errorf("json results = %+v", plain)
+		}
+		req, _ := http.NewRequest(http.MethodGet, a.url+"/api/v1/executions/"+id+"/results?format=json", nil)
+		req.Header.Set("Accept", "application/xml")
+		if resp, err := a.client.Do(req); err != nil || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			t.Errorf("format=json with Accept xml: %v %v", resp.Header.Get("Content-Type"), err)
+		} else {
+			resp.Body.Close()
+		}
+		// runs/results with "format":"xml": contract 002's envelope as XML.
+		raw, _ := json.Marshal(map[string]any{"id": id, "format": "xml"})
+		req, _ = http.NewRequest(http.MethodPost, a.url+"/api/executor/v1/runs/results", bytes.NewReader(raw))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := a.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var doc002 struct {
+			XMLName xml.Name `xml:"response"`
+			Code    int      `xml:"code"`
+			ExecID  string   `xml:"data>execution_id"`
+		}
+		if err := xml.Unmarshal(body, &doc002); err != nil || resp.StatusCode != http.StatusOK || doc002.Code != 0 || doc002.ExecID != id ||
+			!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/xml") {
+			t.Errorf("runs/results xml = %d %v %+v\n%s", resp.StatusCode, err, doc002, body)
 		}
 		env := a.expectV1Error(http.MethodGet, "/api/v1/executions/"+id+"/results?format=yaml", nil, http.StatusBadRequest, "INVALID_PARAMETERS")
 		if env.Error.Details["field"] != "format" {
@@ -585,5 +656,221 @@ func TestV1Results(t *testing.T) {
 		a.expectV1Error(http.MethodPost, pathFormat, []byte(`{"output_template": {"a": "{x}"}, "extraction_rules": {"a": "briefly"}}`), http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE")
 		// Cancelling a finished run is a conflict.
 		a.expectV1Error(http.MethodPost, "/api/v1/executions/"+id+"/cancel", nil, http.StatusConflict, "EXECUTION_ALREADY_FINISHED")
+	})
+}
+
+// TestV1TeamNameTaken (issue 23 item 11): spec 001's TEAM_ALREADY_EXISTS
+// for a team_name the tenant already has, on create and on a rename, with
+// nothing written; a name taken by another tenant is free; concurrent
+// creates of one name give exactly one team.
+func TestV1TeamNameTaken(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		a := newTestAPI(t, st, withFakeTools)
+		var first teamSummary
+		a.mustDo(http.MethodPost, pathTeams, specRequest(t), api.CodeTeamCreated, &first)
+		env := a.expectV1Error(http.MethodPost, pathTeams, specRequest(t), http.StatusConflict, "TEAM_ALREADY_EXISTS")
+		if env.Error.Details["field"] != "team_name" || !strings.Contains(env.Error.Message, "research_analysis_team") {
+			t.Errorf("duplicate create: %+v", env.Error)
+		}
+		if hs, _, err := st.ListHierarchies(context.Background(), store.ListFilter{Page: 1, PageSize: 100}); err != nil || len(hs) != 1 {
+			t.Fatalf("after the refused create: %d hierarchies (%v), want 1", len(hs), err)
+		}
+
+		// A rename onto a taken name is refused and changes nothing; keeping
+		// one's own name is fine.
+		other := specRequest(t)
+		other["team_name"] = "writers"
+		var second teamSummary
+		a.mustDo(http.MethodPost, pathTeams, other, api.CodeTeamCreated, &second)
+		renamed := specRequest(t)
+		renamed["description"] = "changed"
+		a.expectV1Error(http.MethodPut, pathTeams+"/"+second.TeamID, renamed, http.StatusConflict, "TEAM_ALREADY_EXISTS")
+		var got v1Team
+		a.mustDo(http.MethodGet, pathTeams+"/"+second.TeamID, nil, api.CodeTeamInfoRetrieved, &got)
+		if got.TeamName != "writers" || got.Description == "changed" {
+			t.Errorf("the refused rename changed the team: %+v", got)
+		}
+		a.mustDo(http.MethodPut, pathTeams+"/"+first.TeamID, renamed, api.CodeTeamUpdated, nil)
+
+		// Another tenant's name is not taken for this one.
+		h, err := st.GetHierarchy(context.Background(), first.TeamID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.ID, h.TenantID = models.NewID(), "tenant-other"
+		if err := st.CreateNamedHierarchy(context.Background(), h); err != nil {
+			t.Errorf("same name in another tenant: %v", err)
+		}
+
+		// Concurrent creates of a new name: one team.
+		const n = 6
+		codes := make(chan int, n)
+		for i := 0; i < n; i++ {
+			go func() {
+				body := specRequest(t)
+				body["team_name"] = "raced"
+				status, _ := a.do(http.MethodPost, pathTeams, body)
+				codes <- status
+			}()
+		}
+		ok := 0
+		for i := 0; i < n; i++ {
+			switch c := <-codes; c {
+			case http.StatusOK:
+				ok++
+			case http.StatusConflict:
+			default:
+				t.Errorf("concurrent create answered %d", c)
+			}
+		}
+		if ok != 1 {
+			t.Errorf("%d concurrent creates of one name succeeded, want 1", ok)
+		}
+	})
+}
+
+// TestV1ExecutionSettings (issue 23 item 16): spec 001's output_format
+// (detailed|summary|minimal) shapes an execution's results,
+// enable_streaming and stream_events turn its spec 001 stream off, and
+// save_intermediate_results false keeps only the final output in its
+// results.
+func TestV1ExecutionSettings(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		a := newTestAPI(t, st, withFakeTools, func(o *api.Options) { o.Runs = &api.Runs{Store: st} })
+		body := specRequest(t)
+		body["global_config"] = map[string]any{"output_format": "fancy"}
+		env := a.expectV1Error(http.MethodPost, pathTeams, body, http.StatusBadRequest, "INVALID_PARAMETERS")
+		if env.Error.Details["field"] != "global_config.output_format" {
+			t.Errorf("bad output_format: %+v", env.Error)
+		}
+		body["global_config"] = map[string]any{"output_format": "minimal", "enable_streaming": false}
+		var created teamSummary
+		a.mustDo(http.MethodPost, pathTeams, body, api.CodeTeamCreated, &created)
+		ctx := context.Background()
+		h, err := st.GetHierarchy(ctx, created.TeamID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		no, yes := false, true
+		newRun := func(ec *store.ExecutionConfig) string {
+			id := models.NewID()
+			if err := st.CreateRun(ctx, &store.Run{ID: id, HierarchyID: h.ID, HierarchyName: h.Name, TotalTeams: 2, WorkflowID: models.RunWorkflowID(id), Task: "t", Hierarchy: h, ExecutionConfig: ec}); err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now().UTC()
+			result := &models.RunResult{FinalAnswer: "FINAL REPORT", Teams: []models.TeamOutput{
+				{Turn: 1, TeamID: "team_a7b9c2d4e5f6", TeamName: "研究团队", Status: models.TeamCompleted, StartedAt: &now, CompletedAt: &now, Workers: []models.WorkerOutput{
+					{AgentID: "agent_search_001", Name: "医疗文献搜索专家", Output: "SEARCH OUTPUT"},
+				}},
+			}}
+			for _, s := range []models.RunStatusUpdate{{RunID: id, Status: models.RunRunning}, {RunID: id, Status: models.RunCompleted, Result: result}} {
+				if err := st.SetRunStatus(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return id
+		}
+		results := func(path string) map[string]any {
+			t.Helper()
+			var m map[string]any
+			a.mustDo(http.MethodGet, path, nil, api.CodeExecutionCompleted, &m)
+			return m
+		}
+		agent := func(m map[string]any) map[string]any {
+			tr, _ := m["team_results"].(map[string]any)
+			team, _ := tr["team_a7b9c2d4e5f6"].(map[string]any)
+			agents, _ := team["agents"].(map[string]any)
+			ag, _ := agents["agent_search_001"].(map[string]any)
+			return ag
+		}
+
+		// The team's output_format, minimal: no team results or metrics.
+		plain := newRun(nil)
+		m := results("/api/v1/executions/" + plain + "/results")
+		if _, has := m["team_results"]; has || m["output_format"] != "minimal" || m["metrics"] != nil || m["final_output"].(map[string]any)["content"] != "FINAL REPORT" {
+			t.Errorf("minimal results = %v", m)
+		}
+		// summary, asked for: agents' summaries, no outputs or per-agent metrics.
+		m = results("/api/v1/executions/" + plain + "/results?output_format=summary")
+		if ag := agent(m); ag["summary"] != "SEARCH OUTPUT" || ag["output"] != nil || ag["metrics"] != nil || m["metrics"] == nil || m["usage_by_agent"] != nil {
+			t.Errorf("summary results = %v", m)
+		}
+		// detailed: everything.
+		m = results("/api/v1/executions/" + plain + "/results?output_format=detailed")
+		if ag := agent(m); ag["output"] != "SEARCH OUTPUT" || ag["metrics"] == nil || m["usage_by_agent"] == nil {
+			t.Errorf("detailed results = %v", m)
+		}
+		a.expectV1Error(http.MethodGet, "/api/v1/executions/"+plain+"/results?output_format=huge", nil, http.StatusBadRequest, "INVALID_PARAMETERS")
+		var same map[string]any
+		a.mustPost("/api/executor/v1/runs/results", map[string]any{"id": plain, "output_format": "summary"}, &same)
+		if agent(same)["summary"] != "SEARCH OUTPUT" {
+			t.Errorf("runs/results summary = %v", same)
+		}
+
+		// The team's enable_streaming false: no spec 001 stream.
+		env = a.expectV1Error(http.MethodGet, "/api/v1/executions/"+plain+"/stream", nil, http.StatusConflict, "STREAMING_DISABLED")
+		if !strings.Contains(env.Error.Message, "poll") {
+			t.Errorf("streaming off: %+v", env.Error)
+		}
+		// stream_events true overrides it; save_intermediate_results false
+		// keeps the final output only, in every format.
+		streamed := newRun(&store.ExecutionConfig{StreamEvents: &yes, SaveIntermediateResults: &no})
+		req, _ := http.NewRequest(http.MethodGet, a.url+"/api/v1/executions/"+streamed+"/stream", nil)
+		resp, err := a.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			t.Errorf("stream_events true: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		m = results("/api/v1/executions/" + streamed + "/results?output_format=detailed")
+		if ag := agent(m); ag == nil || ag["output"] != "" || m["final_output"].(map[string]any)["content"] != "FINAL REPORT" {
+			t.Errorf("without intermediate results: %v", m)
+		}
+		var md struct {
+			Content string `json:"content"`
+		}
+		a.mustDo(http.MethodGet, "/api/v1/executions/"+streamed+"/results?format=markdown", nil, api.CodeExecutionCompleted, &md)
+		if strings.Contains(md.Content, "SEARCH OUTPUT") || !strings.Contains(md.Content, "FINAL REPORT") {
+			t.Errorf("markdown without intermediate results:\n%s", md.Content)
+		}
+		// stream_events false turns off a team's default streaming too.
+		off := newRun(&store.ExecutionConfig{StreamEvents: &no})
+		a.expectV1Error(http.MethodGet, "/api/v1/executions/"+off+"/stream", nil, http.StatusConflict, "STREAMING_DISABLED")
+	})
+}
+
+// TestV1ExecuteStreamURL (issue 23 item 16): execute answers stream_url
+// null for an execution started with streaming off (the team's
+// enable_streaming false), a URL when execution_config.stream_events turns
+// it on, and keeps the execution's settings with its run.
+func TestV1ExecuteStreamURL(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		tc := &mocks.Client{}
+		tc.On("ExecuteWorkflow", mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(&mocks.WorkflowRun{}, nil)
+		a := newTestAPI(t, st, withFakeTools, func(o *api.Options) { o.Runs = &api.Runs{Store: st, Temporal: tc} })
+		body := specRequest(t)
+		body["global_config"] = map[string]any{"enable_streaming": false}
+		var created teamSummary
+		a.mustDo(http.MethodPost, pathTeams, body, api.CodeTeamCreated, &created)
+		var off, on map[string]any
+		a.mustDo(http.MethodPost, pathTeams+"/"+created.TeamID+"/execute", map[string]any{}, api.CodeExecutionStarted, &off)
+		if v, present := off["stream_url"]; !present || v != nil {
+			t.Errorf("streaming off: stream_url %v (present %v), want null", v, present)
+		}
+		a.expectV1Error(http.MethodGet, "/api/v1/executions/"+off["execution_id"].(string)+"/stream", nil, http.StatusConflict, "STREAMING_DISABLED")
+		a.mustDo(http.MethodPost, pathTeams+"/"+created.TeamID+"/execute",
+			map[string]any{"execution_config": map[string]any{"stream_events": true, "save_intermediate_results": false}}, api.CodeExecutionStarted, &on)
+		if on["stream_url"] != "/api/v1/executions/"+on["execution_id"].(string)+"/stream" {
+			t.Errorf("stream_events true: stream_url %v", on["stream_url"])
+		}
+		run, err := st.GetRun(context.Background(), on["execution_id"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ec := run.ExecutionConfig; ec == nil || ec.StreamEvents == nil || !*ec.StreamEvents || ec.SaveIntermediateResults == nil || *ec.SaveIntermediateResults {
+			t.Errorf("stored execution_config = %+v", ec)
+		}
 	})
 }

@@ -532,7 +532,7 @@ func TestConsole(t *testing.T) {
 		switch {
 		case !ok || seen[c.ID]:
 			t.Errorf("card %s: in the log %v, seen before %v", c.ID, ok, seen[c.ID])
-		case c.Lane != res.Source.AgentID || c.Status != res.Data["status"] || c.Result != fmt.Sprint(res.Data["result"]) || !strings.Contains(c.Input, "2*21"):
+		case c.Lane != res.Source.AgentID || c.Status != res.Data["status"] || c.Result != resultText(res.Data["result"]) || !strings.Contains(c.Input, "2*21"):
 			t.Errorf("card %+v, result event %+v", c, res.Data)
 		}
 		seen[c.ID] = true

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -124,10 +125,14 @@ func TestToolsAndSubAgents(t *testing.T) {
 		}
 		byTool[call.Data["tool_name"].(string)] = append(byTool[call.Data["tool_name"].(string)], res)
 	}
-	if r := byTool["calculator"]; len(r) != 1 || r[0].Data["is_error"] != false || !strings.Contains(r[0].Data["result"].(string), "42") {
+	// The calculator answers JSON: spec 004's result is that object, not a
+	// string holding it.
+	if r := byTool["calculator"]; len(r) != 1 || r[0].Data["is_error"] != false {
 		t.Errorf("calculator result = %+v", r)
+	} else if obj, ok := r[0].Data["result"].(map[string]any); !ok || fmt.Sprint(obj["result"]) != "42" {
+		t.Errorf("calculator result = %#v, want the object {expression, result: 42}", r[0].Data["result"])
 	}
-	if r := byTool["current_time"]; len(r) != 1 || !strings.Contains(r[0].Data["result"].(string), "Europe/Paris") {
+	if r := byTool["current_time"]; len(r) != 1 || !strings.Contains(resultText(r[0].Data["result"]), "Europe/Paris") {
 		t.Errorf("current_time result = %+v", r)
 	}
 	if r := byTool["http_get"]; len(r) != 1 || r[0].Data["is_error"] != true || !strings.Contains(strings.ToLower(r[0].Data["error"].(string)), "loopback") {
@@ -236,5 +241,15 @@ func TestRetriedTurnStoresOneMessage(t *testing.T) {
 
 func itoa(n int) string {
 	raw, _ := json.Marshal(n)
+	return string(raw)
+}
+
+// resultText is a tool result as text: a string as it is, a JSON value
+// (spec 004's object) encoded as JSON.
+func resultText(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	raw, _ := json.Marshal(v)
 	return string(raw)
 }

@@ -53,6 +53,11 @@ var CodeExecutionFinished = Code{"EXECUTION_ALREADY_FINISHED", 40901, 409}
 // is not at work now (not started yet, or already ended).
 var CodeTeamNotRunning = Code{"TEAM_NOT_RUNNING", 40904, 409}
 
+// CodeStreamingDisabled refuses spec 001's event stream of an execution
+// started with streaming off (execution_config.stream_events false, or its
+// team's global_config.enable_streaming false): its client polls instead.
+var CodeStreamingDisabled = Code{"STREAMING_DISABLED", 40905, 409}
+
 // CodeSequenceNotForkable refuses runs/fork at an event that is not a
 // fork point; the message names the nearest points before and after. It
 // keeps INVALID_PARAMETERS's numeric code, as the other 400s do.
@@ -91,7 +96,7 @@ func AllCodes() []Code {
 		CodeProviderNotSupported, CodeMissingAPIKey, CodeSequenceNotForkable,
 		CodeInvalidAPIKey, CodeBudgetExceeded, CodePermissionDenied,
 		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeArtifactNotFound, CodeRouteNotFound,
-		CodeExecutionInProgress, CodeExecutionFinished, CodeTeamNotRunning, CodeAlreadyExists, CodeIdempotencyKeyReused, CodeResourceLimitExceeded, CodeArtifactTooLarge,
+		CodeExecutionInProgress, CodeExecutionFinished, CodeTeamNotRunning, CodeStreamingDisabled, CodeAlreadyExists, CodeIdempotencyKeyReused, CodeResourceLimitExceeded, CodeArtifactTooLarge,
 		CodeUnsupportedMediaType, CodeRateLimited,
 		CodeSystemError, CodeExecutionFailed, CodeProviderKeyRejected, CodeUnavailable, CodeExecutionTimeout,
 	}

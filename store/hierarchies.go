@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/crc64"
 	"time"
 
 	"gorm.io/gorm"
@@ -177,10 +178,28 @@ func (f ListFilter) offset() int { return (f.Page - 1) * f.PageSize }
 // CreateHierarchy stores a normalized, validated hierarchy with its teams
 // and workers in one transaction and sets its timestamps.
 func (s *Store) CreateHierarchy(ctx context.Context, h *models.Hierarchy) error {
+	return s.createHierarchy(ctx, h, false)
+}
+
+// CreateNamedHierarchy is CreateHierarchy for spec 001's teams, whose
+// team_name is unique within a tenant: when another hierarchy of h's tenant
+// has h's name, nothing is written and the error is TEAM_ALREADY_EXISTS.
+// Concurrent creates of one name are serialized (see lockHierarchyName), so
+// exactly one of them succeeds.
+func (s *Store) CreateNamedHierarchy(ctx context.Context, h *models.Hierarchy) error {
+	return s.createHierarchy(ctx, h, true)
+}
+
+func (s *Store) createHierarchy(ctx context.Context, h *models.Hierarchy, uniqueName bool) error {
 	now := time.Now().UTC()
 	h.CreatedAt, h.UpdatedAt = now, now
 	h.TenantID = tenantOr(h.TenantID)
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if uniqueName {
+			if err := s.claimHierarchyName(tx, h.TenantID, h.Name, h.ID); err != nil {
+				return err
+			}
+		}
 		row := toHierarchyRow(h)
 		if err := tx.Create(&row).Error; err != nil {
 			return fmt.Errorf("insert hierarchy: %w", err)
@@ -193,6 +212,18 @@ func (s *Store) CreateHierarchy(ctx context.Context, h *models.Hierarchy) error 
 // transaction; its tenant never changes (set into h). It returns a HierarchyNotFound error when id is unknown, in
 // which case nothing is written.
 func (s *Store) UpdateHierarchy(ctx context.Context, h *models.Hierarchy) error {
+	return s.updateHierarchy(ctx, h, false)
+}
+
+// UpdateNamedHierarchy is UpdateHierarchy for spec 001's teams: renaming a
+// hierarchy to a name another hierarchy of its tenant has is refused with
+// TEAM_ALREADY_EXISTS, and nothing is written. Keeping its own name is
+// always allowed, so a tenant's older duplicates stay editable.
+func (s *Store) UpdateNamedHierarchy(ctx context.Context, h *models.Hierarchy) error {
+	return s.updateHierarchy(ctx, h, true)
+}
+
+func (s *Store) updateHierarchy(ctx context.Context, h *models.Hierarchy, uniqueName bool) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var existing hierarchyRow
 		if err := tx.Take(&existing, "id = ?", h.ID).Error; err != nil {
@@ -200,6 +231,11 @@ func (s *Store) UpdateHierarchy(ctx context.Context, h *models.Hierarchy) error 
 				return hierarchyNotFound(h.ID)
 			}
 			return err
+		}
+		if uniqueName && existing.Name != h.Name {
+			if err := s.claimHierarchyName(tx, existing.TenantID, h.Name, h.ID); err != nil {
+				return err
+			}
 		}
 		h.CreatedAt, h.UpdatedAt = existing.CreatedAt, time.Now().UTC()
 		h.TenantID = existing.TenantID
@@ -513,4 +549,28 @@ func globalConfigOf(gc *models.GlobalConfig) string {
 		return "{}"
 	}
 	return string(raw)
+}
+
+// claimHierarchyName refuses, with TEAM_ALREADY_EXISTS, a name that another
+// hierarchy (not id) of tenant has. On PostgreSQL it first takes a
+// transaction-scoped advisory lock on (tenant, name), so that of two
+// transactions claiming one name the second sees the first's row; SQLite
+// needs none, its one connection runs one transaction at a time.
+func (s *Store) claimHierarchyName(tx *gorm.DB, tenant, name, id string) error {
+	if s.dialect == DialectPostgres {
+		key := int64(crc64.Checksum([]byte("hierarchy-name\x00"+tenant+"\x00"+name), crc64.MakeTable(crc64.ECMA)))
+		if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", key).Error; err != nil {
+			return fmt.Errorf("lock hierarchy name: %w", err)
+		}
+	}
+	var taken int64
+	if err := tx.Model(&hierarchyRow{}).Where("tenant_id = ? AND name = ? AND id <> ?", tenant, name, id).Count(&taken).Error; err != nil {
+		return fmt.Errorf("check hierarchy name: %w", err)
+	}
+	if taken > 0 {
+		e := models.Errorf(models.CodeAlreadyExists, "a team named %q already exists", name)
+		e.Field = "name"
+		return e
+	}
+	return nil
 }

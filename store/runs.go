@@ -85,6 +85,10 @@ type Run struct {
 type ExecutionConfig struct {
 	MaxParallelTeams int            `json:"max_parallel_teams"`
 	Budget           *models.Budget `json:"budget,omitempty"`
+	// StreamEvents and SaveIntermediateResults are spec 001's settings as
+	// given (nil: not given; see docs/api-v1.md).
+	StreamEvents            *bool `json:"stream_events,omitempty"`
+	SaveIntermediateResults *bool `json:"save_intermediate_results,omitempty"`
 }
 
 // CreateRun stores a new run as pending, in the default tenant when
@@ -286,6 +290,13 @@ func (s *Store) UpdateRunStatus(ctx context.Context, u models.RunStatusUpdate) (
 		updates["started_at"] = gorm.Expr("COALESCE(started_at, ?)", now)
 		updates["error"] = withoutNUL(u.Error)
 		if u.Result != nil {
+			drop, err := s.dropsIntermediate(ctx, u.RunID)
+			if err != nil {
+				return false, err
+			}
+			if drop {
+				u.Result = withoutIntermediate(u.Result)
+			}
 			raw, err := json.Marshal(u.Result)
 			if err != nil {
 				return false, err
@@ -477,4 +488,46 @@ func (s *Store) RunUsage(ctx context.Context, runIDs ...string) (map[string]mode
 		out[r.RunID] = u
 	}
 	return out, nil
+}
+
+// dropsIntermediate tells whether a run was started with spec 001's
+// execution_config.save_intermediate_results false and has not ended yet
+// (its terminal write is the one that drops them, once). Intermediate
+// results are its agents' answers: they are the run's working context
+// while it runs, and are not kept after it.
+func (s *Store) dropsIntermediate(ctx context.Context, runID string) (bool, error) {
+	var rows []runRow
+	if err := s.db.WithContext(ctx).Select("execution_config", "status").Where("id = ?", runID).Limit(1).Find(&rows).Error; err != nil {
+		return false, err
+	}
+	if len(rows) == 0 || rows[0].ExecutionConfig == "" || models.IsTerminal(rows[0].Status) {
+		return false, nil
+	}
+	var ec ExecutionConfig
+	if err := json.Unmarshal([]byte(rows[0].ExecutionConfig), &ec); err != nil {
+		return false, fmt.Errorf("run %s execution_config: %w", runID, err)
+	}
+	if ec.SaveIntermediateResults == nil || *ec.SaveIntermediateResults {
+		return false, nil
+	}
+	// The workers' and sub-agents' stored answers (spec 003's messages)
+	// keep their place in the run's message tree, without their text.
+	err := s.db.WithContext(ctx).Model(&messageRow{}).
+		Where("run_id = ? AND agent_type IN ?", runID, []string{models.AgentTypeWorker, models.AgentTypeSubAgent}).
+		Updates(map[string]any{"content": "", "updated_at": time.Now().UTC()}).Error
+	return true, err
+}
+
+// withoutIntermediate is r without its workers' answers: statuses, tools
+// and usage stay, the final answer stays.
+func withoutIntermediate(r *models.RunResult) *models.RunResult {
+	out := *r
+	out.Teams = models.CloneTeams(r.Teams)
+	for i := range out.Teams {
+		for j := range out.Teams[i].Workers {
+			w := &out.Teams[i].Workers[j]
+			w.Output, w.OutputChars, w.OutputTruncated, w.MessageID = "", 0, false, ""
+		}
+	}
+	return &out
 }

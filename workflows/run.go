@@ -1175,6 +1175,13 @@ func (w *runWorkflow) warn(ctx workflow.Context, source models.Source, msg strin
 // whichever coroutine the SDK happens to run first.
 func (w *runWorkflow) emit(ctx workflow.Context, source models.Source, category, action string, data map[string]any) {
 	w.drainSignals()
+	if category == models.CategoryDispatch && action == models.ActionTeam && data != nil {
+		// Which teams have completed so far: with teams at work together a
+		// team's end is not otherwise in the log, and spec 001's stream
+		// derives the execution's progress from it. Event data, not a
+		// command: replays are unaffected.
+		data["completed_teams"] = append([]string{}, w.state.CompletedTeams...)
+	}
 	w.state.Log.Append(models.Event{
 		RunID:     w.in.RunID,
 		Timestamp: models.FormatTimestamp(workflow.Now(ctx)),
