@@ -63,6 +63,10 @@ func (s *Server) writeError(c *gin.Context, err error) {
 	}
 	code := models.ErrorCode(err)
 	errors.As(err, &e)
+	if code == models.CodeUnavailable && c.Writer.Header().Get("Retry-After") == "" && isTemporalOutage(err) {
+		// Temporal is down or restarting, as for the database above.
+		c.Header("Retry-After", temporalRetryAfter)
+	}
 	if code == models.CodeRateLimited && c.Writer.Header().Get("Retry-After") == "" {
 		// A tenant's concurrent-run limit: runs take seconds to minutes,
 		// so sooner would mostly be refused again.
