@@ -58,7 +58,13 @@ func (s *Server) writeError(c *gin.Context, err error) {
 		// The database is down or restarting: the request may succeed
 		// shortly, and the client is told so rather than that the service
 		// failed. The message names no host, user or database.
-		err = &models.Error{Code: models.CodeUnavailable, Message: "the database is unavailable; retry shortly", Err: err}
+		msg := "the database is unavailable; retry shortly"
+		if store.IsBusy(err) {
+			// Up but full (other clients hold its connections), even
+			// after waiting: not an outage, and not said to be one.
+			msg = "the database is busy; retry shortly"
+		}
+		err = &models.Error{Code: models.CodeUnavailable, Message: msg, Err: err}
 		c.Header("Retry-After", "5")
 	}
 	code := models.ErrorCode(err)
