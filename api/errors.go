@@ -58,11 +58,21 @@ func (s *Server) writeError(c *gin.Context, err error) {
 		// The database is down or restarting: the request may succeed
 		// shortly, and the client is told so rather than that the service
 		// failed. The message names no host, user or database.
-		err = &models.Error{Code: models.CodeUnavailable, Message: "the database is unavailable; retry shortly", Err: err}
+		msg := "the database is unavailable; retry shortly"
+		if store.IsBusy(err) {
+			// Up but full (other clients hold its connections), even
+			// after waiting: not an outage, and not said to be one.
+			msg = "the database is busy; retry shortly"
+		}
+		err = &models.Error{Code: models.CodeUnavailable, Message: msg, Err: err}
 		c.Header("Retry-After", "5")
 	}
 	code := models.ErrorCode(err)
 	errors.As(err, &e)
+	if code == models.CodeUnavailable && c.Writer.Header().Get("Retry-After") == "" && isTemporalOutage(err) {
+		// Temporal is down or restarting, as for the database above.
+		c.Header("Retry-After", temporalRetryAfter)
+	}
 	if code == models.CodeRateLimited && c.Writer.Header().Get("Retry-After") == "" {
 		// A tenant's concurrent-run limit: runs take seconds to minutes,
 		// so sooner would mostly be refused again.

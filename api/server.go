@@ -98,6 +98,19 @@ func NewServer(opts Options) *Server {
 	if s.maxBodyBytes <= 0 {
 		s.maxBodyBytes = 1 << 20
 	}
+	if opts.Runs != nil && opts.Runs.Temporal != nil {
+		// The event streams' pollers keep the plain client: an open stream
+		// waits out an outage (its poller backs off and retries), and must
+		// not give up sooner because its queries now fail fast.
+		if opts.EventQuerier == nil {
+			opts.EventQuerier = temporalQuerier{opts.Runs.Temporal}
+		}
+		// Requests' Temporal calls fail fast, with 503 and Retry-After,
+		// while the frontend is unreachable (see temporalGate), instead of
+		// after the SDK's 10 s. The worker of the same process keeps the
+		// plain client too.
+		opts.Runs.Temporal = gateTemporal(opts.Runs.Temporal)
+	}
 	s.streams = newHub(opts, s.log)
 	s.readiness = Readiness{Temporal: opts.Health, Info: opts.ReadinessInfo}
 	if opts.Store != nil {

@@ -58,6 +58,12 @@ func (c patientConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	}
 }
 
+// IsBusy reports whether err says the database server is up but has no
+// connection to spare (SQLSTATE 53300), still so after the wait of
+// patientConnector: a request that gets it may be retried, and the
+// database is not down. IsUnavailable is true of it too.
+func IsBusy(err error) bool { return isTooManyConnections(err) }
+
 // isTooManyConnections reports whether err is PostgreSQL's "too many
 // connections" (for the server, the database or the role).
 func isTooManyConnections(err error) bool {

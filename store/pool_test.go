@@ -50,7 +50,7 @@ func TestPatientConnectorWaitsOutAFullServer(t *testing.T) {
 	if _, err := (patientConnector{always}).Connect(ctx); !isTooManyConnections(err) || time.Since(began) > time.Second {
 		t.Fatalf("ended context: err %v after %s", err, time.Since(began))
 	}
-	if !IsUnavailable(tooMany) {
-		t.Error("a server still full after the wait is not reported unavailable")
+	if !IsUnavailable(tooMany) || !IsBusy(tooMany) || IsBusy(errors.New("connection refused")) {
+		t.Error("a server still full after the wait is not reported busy (and unavailable)")
 	}
 }
