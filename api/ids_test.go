@@ -37,6 +37,11 @@ func (r *startRecorder) ExecuteWorkflow(_ context.Context, _ client.StartWorkflo
 	return nil, nil
 }
 
+// CheckHealth answers the API's Temporal gate (temporalgate.go): healthy.
+func (r *startRecorder) CheckHealth(context.Context, *client.CheckHealthRequest) (*client.CheckHealthResponse, error) {
+	return &client.CheckHealthResponse{}, nil
+}
+
 func (r *startRecorder) count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
