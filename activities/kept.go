@@ -12,7 +12,8 @@ import (
 	"github.com/op-stack/executor/store"
 )
 
-// Answers are kept so that none is bought twice.
+// Answers are kept so that none is bought twice (docs/cost-and-budgets.md,
+// "An answer is never bought twice").
 //
 // An attempt that received its answer may still fail to report its
 // completion: the Temporal server is down or restarting, the worker is

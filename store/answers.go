@@ -15,7 +15,7 @@ import (
 
 // KeptAnswer is an answer an LLM activity received, kept so that a later
 // attempt of the same activity uses it instead of asking the model again
-// (see docs/cost-and-budgets.md, "Answers are never bought twice").
+// (see docs/cost-and-budgets.md, "An answer is never bought twice").
 type KeptAnswer struct {
 	// CallKey names the activity: its workflow id, Temporal run id and
 	// activity id, which Temporal keeps across the activity's attempts.
