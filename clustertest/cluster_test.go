@@ -694,21 +694,11 @@ func TestCluster(t *testing.T) {
 			rules = append(rules, referenceRules(fmt.Sprintf("c%02d", i), nil)...)
 		}
 		c.fake.SetRules(rules...)
-		ids := make([]string, n)
-		var wg sync.WaitGroup
-		for i := 0; i < n; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				api := c.apis[i%2]
-				tag := fmt.Sprintf("c%02d", i)
-				ids[i] = startRun(t, api, createHierarchy(t, api, referenceHierarchy(tag)), "concurrent "+tag)
-			}()
-		}
-		wg.Wait()
+		ids := startReferenceRuns(t, c, n, "c%02d", "concurrent ")
 		if t.Failed() {
 			return
 		}
+		var wg sync.WaitGroup
 		logf("ConcurrentRuns: %d runs started in %v", n, time.Since(begin).Round(time.Millisecond))
 		for i := 0; i < n; i++ {
 			wg.Add(1)
@@ -843,4 +833,24 @@ func (c *cluster) activityWorker(t *testing.T, runID string) *proc {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// startReferenceRuns starts n runs of the reference hierarchy at once,
+// alternating between the two API processes, each with its own hierarchy
+// tagged fmt.Sprintf(tagFormat, i) (the tag the fake's rules script), and
+// returns their ids in order.
+func startReferenceRuns(t *testing.T, c *cluster, n int, tagFormat, taskPrefix string) []string {
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			api := c.apis[i%2]
+			tag := fmt.Sprintf(tagFormat, i)
+			ids[i] = startRun(t, api, createHierarchy(t, api, referenceHierarchy(tag)), taskPrefix+tag)
+		}()
+	}
+	wg.Wait()
+	return ids
 }

@@ -57,18 +57,7 @@ func TestTemporalOutageKeepsAnswers(t *testing.T) {
 		rules = append(rules, referenceRules(fmt.Sprintf("o%02d", i), slowWorkers(40))...)
 	}
 	c.fake.SetRules(rules...)
-	ids := make([]string, n)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			api := c.apis[i%2]
-			tag := fmt.Sprintf("o%02d", i)
-			ids[i] = startRun(t, api, createHierarchy(t, api, referenceHierarchy(tag)), "outage "+tag)
-		}()
-	}
-	wg.Wait()
+	ids := startReferenceRuns(t, c, n, "o%02d", "outage ")
 	if t.Failed() {
 		return
 	}
@@ -98,6 +87,7 @@ func TestTemporalOutageKeepsAnswers(t *testing.T) {
 	clusterScript(t, "setup.sh")
 	logf("outage: server answering again %v after the stop (setup took %v)", time.Since(stopped).Round(time.Second), time.Since(restarted).Round(time.Millisecond))
 
+	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
