@@ -4,6 +4,7 @@ package store
 
 import (
 	"context"
+	"crypto/cipher"
 	"database/sql"
 	"embed"
 	"errors"
@@ -36,6 +37,9 @@ const (
 
 // Store is the service's database.
 type Store struct {
+	// mcpAEAD seals MCP servers' inline secrets (SetMCPSecretKey); nil
+	// refuses them.
+	mcpAEAD    cipher.AEAD
 	db         *gorm.DB
 	dialect    string
 	sqlitePath string
