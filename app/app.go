@@ -252,11 +252,12 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 		listener = o.notifications.Listener
 	}
 	return api.NewServer(api.Options{
-		Store:        st,
-		Logger:       log,
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		Tools:        NewTools(cfg),
-		Runs:         runs,
+		Store:            st,
+		Logger:           log,
+		MaxBodyBytes:     cfg.MaxBodyBytes,
+		Tools:            NewTools(cfg),
+		Runs:             runs,
+		MCPStdioCommands: cfg.MCPStdioCommands,
 		Stream: api.StreamOptions{
 			PollInterval:       cfg.SSEPollInterval,
 			IdlePollInterval:   cfg.SSEIdlePollInterval,
