@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -292,4 +293,40 @@ func (s *Server) deleteMCPServer(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"code": 0, "message": "success", "data": gin.H{"id": m.ID, "name": m.Name, "deleted": true}})
+}
+
+// checkMCPToolKey checks an agent's "mcp:<server>/<tool>" key: well
+// formed, naming a server of the request's tenant (another tenant's is
+// unknown), and a tool the server's allowed_tools lets through. Whether
+// the server really offers the tool is learnt when a run lists its tools:
+// a server may be down, or not deployed yet, when a hierarchy is saved.
+func (s *Server) checkMCPToolKey(ctx context.Context, field, key string, cache map[string]*store.MCPServer) error {
+	name, tool, ok := models.ParseMCPToolKey(key)
+	if !ok {
+		return models.FieldError(field, "%q is not an MCP tool key; write mcp:<server>/<tool> or mcp:<server>/*", key)
+	}
+	srv, seen := cache[name]
+	if !seen {
+		tenant := tenantFilter(ctx)
+		if tenant == "" {
+			tenant = ownTenant(ctx)
+		}
+		if tenant != noTenant {
+			found, err := s.store.GetMCPServer(ctx, tenant, "", name)
+			switch {
+			case err == nil:
+				srv = found
+			case models.ErrorCode(err) != models.CodeMCPServerNotFound:
+				return err
+			}
+		}
+		cache[name] = srv
+	}
+	if srv == nil {
+		return models.FieldError(field, "unknown MCP server %q in %q; add it with mcp-servers/create", name, key)
+	}
+	if tool != models.MCPAllTools && len(srv.AllowedTools) > 0 && !slices.Contains(srv.AllowedTools, tool) {
+		return models.FieldError(field, "tool %q of MCP server %q is not in its allowed_tools (%s)", tool, name, strings.Join(srv.AllowedTools, ", "))
+	}
+	return nil
 }

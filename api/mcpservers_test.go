@@ -121,3 +121,42 @@ func TestMCPServersAPI(t *testing.T) {
 		}
 	})
 }
+
+// TestHierarchyMCPToolKeys: a worker lists "mcp:<server>/<tool>" next to
+// built-in tools; an unknown server (or another tenant's), a malformed key
+// or a tool outside the server's allowed_tools is a 400 naming the field.
+func TestHierarchyMCPToolKeys(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		a := newTestAPI(t, st, withFakeTools)
+		ctx := context.Background()
+		for _, m := range []*store.MCPServer{
+			{TenantID: "default", Name: "tracker", URL: "https://example.com/mcp", AllowedTools: []string{"search_issues"}},
+			{TenantID: "default", Name: "docs", URL: "https://example.com/docs"},
+			{TenantID: "other", Name: "secretsrv", URL: "https://example.com/other"},
+		} {
+			if err := st.CreateMCPServer(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		body := specBody()
+		worker(body, 0, 0)["tools"] = []any{"calculator", "mcp:tracker/search_issues", "mcp:docs/*"}
+		id := create(a, body)
+		if w := get(a, id).Teams[0].Workers[0]; strings.Join(w.Tools, ",") != "calculator,mcp:tracker/search_issues,mcp:docs/*" {
+			t.Fatalf("tools = %v", w.Tools)
+		}
+		for _, tools := range [][]any{
+			{"mcp:nope/x"},
+			{"mcp:secretsrv/x"}, // another tenant's server is unknown
+			{"mcp:tracker/delete_everything"},
+			{"mcp:tracker"},
+			{"calculator", "mcp:Docs/x"},
+		} {
+			body := specBody()
+			worker(body, 0, 0)["tools"] = tools
+			env := a.expectError(pathCreate, body, 400, 40001)
+			if env.Field != "teams[0].workers[0].tools" {
+				t.Errorf("%v: field %q (%s)", tools, env.Field, env.Message)
+			}
+		}
+	})
+}
