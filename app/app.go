@@ -211,6 +211,7 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 		Store:             st,
 		LLM:               router,
 		Tools:             NewTools(cfg),
+		MCP:               NewMCPToolbox(cfg, st),
 		Events:            activities.SignalSink{Client: tc},
 		Log:               log,
 		HeartbeatInterval: heartbeatInterval(cfg.LLMHeartbeatTimeout),
