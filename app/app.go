@@ -233,6 +233,7 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 // (the API reads the same provider configuration as the worker).
 func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client, router *llm.Router, opts ...Option) *api.Server {
 	o := collect(opts)
+	useMCPSecretKey(cfg, st)
 	access := NewAccess(cfg, st, o.tokens)
 	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg), MaxConcurrentRuns: access.MaxConcurrentRuns}
 	runs.Options.SearchAttributes, runs.TenantSearchAttribute, runs.Options.UsageSearchAttributes, runs.ForkSearchAttribute = useSearchAttributes(cfg, log, tc)

@@ -14,6 +14,7 @@ import (
 // policy (MCP_ALLOW_PRIVATE, or TOOLS_HTTP_ALLOW_PRIVATE; MCP_STDIO_COMMANDS)
 // and the tenants' servers read from the store.
 func NewMCPToolbox(cfg config.Config, st *store.Store) *mcp.Toolbox {
+	useMCPSecretKey(cfg, st)
 	client := mcp.New(mcp.Config{
 		AllowPrivate:  cfg.MCPAllowPrivate || cfg.ToolsHTTPAllowPrivate,
 		StdioCommands: cfg.MCPStdioCommands,
@@ -61,5 +62,16 @@ func StoreMCPServers(st *store.Store, lookupEnv func(string) (string, bool)) mcp
 			Server:       mcp.Server{Name: m.Name, URL: m.URL, Command: m.Command, Headers: headers, Timeout: m.Timeout},
 			AllowedTools: m.AllowedTools,
 		}, nil
+	}
+}
+
+// useMCPSecretKey gives the store MCP_SECRET_KEY, which config.Load has
+// already checked to be 32 bytes.
+func useMCPSecretKey(cfg config.Config, st *store.Store) {
+	if cfg.MCPSecretKey == nil || st == nil {
+		return
+	}
+	if err := st.SetMCPSecretKey(cfg.MCPSecretKey); err != nil {
+		panic("MCP_SECRET_KEY: " + err.Error()) // config.Load refuses a key of another size
 	}
 }

@@ -180,3 +180,71 @@ func TestMCPToolsInARun(t *testing.T) {
 		t.Errorf("offered the MCP tools %v, read their results %v", offered, read)
 	}
 }
+
+// TestMCPSecretStaysOut: a server that wants a bearer token gets it (sealed
+// with MCP_SECRET_KEY in the database, opened by the worker's activity),
+// and the token appears in no API answer, stored event, stream message or
+// workflow history of the run.
+func TestMCPSecretStaysOut(t *testing.T) {
+	const secret = "mcp-bearer-e2e-0b7c1f"
+	s := sdk.NewServer(&sdk.Implementation{Name: "guarded", Version: "1"}, nil)
+	sdk.AddTool(s, &sdk.Tool{Name: "whoami", Description: "says who called"},
+		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "authorized caller"}}}, nil, nil
+		})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+secret {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	key := make([]byte, 32)
+	for i := range key {
+		key[i] = byte(i + 1)
+	}
+	e := newEnv(t, nil, withConfig(func(c *config.Config) { c.MCPAllowPrivate, c.MCPSecretKey = true, key }))
+	var created map[string]any
+	e.mustPost("/mcp-servers/create", map[string]any{"name": "guarded", "url": srv.URL, "bearer_token": secret}, &created)
+	e.fake.SetRules(append([]llmfake.Rule{
+		{Name: "searcher after tools", SystemContains: "W-SEARCHER", HasToolResult: true, Responses: contentResponses("searcher: called")},
+		{Name: "searcher first", SystemContains: "W-SEARCHER", Responses: []llmfake.Response{{ToolCalls: []llmfake.ToolCall{
+			toolCall("mcp_guarded__whoami", `{}`),
+		}}}},
+	}, referenceRules(nil)...)...)
+	body := referenceHierarchy()
+	searcher := body["teams"].([]any)[0].(map[string]any)["workers"].([]any)[0].(map[string]any)
+	searcher["tools"] = []string{"mcp:guarded/whoami"}
+	id := e.startRun(e.createHierarchy(body), "secret")
+	msgs := e.streamAll(id)
+	if last := msgs[len(msgs)-1].Type; last != "lifecycle.completed" {
+		t.Fatalf("run ended with %s", last)
+	}
+	var called bool
+	var everything strings.Builder
+	for _, m := range msgs {
+		fmt.Fprintf(&everything, "%v\n", m.Event)
+		if m.Type == "llm.tool_result" && strings.Contains(fmt.Sprint(m.Event.Data["result"]), "authorized caller") {
+			called = true
+		}
+	}
+	if !called {
+		t.Fatalf("the tool was not called with the token: %s", everything.String())
+	}
+	for _, ev := range e.storedEvents(id) {
+		fmt.Fprintf(&everything, "%v\n", ev)
+	}
+	_, got := e.post("/mcp-servers/get", map[string]any{"name": "guarded"})
+	_, list := e.post("/mcp-servers/list", map[string]any{})
+	_, run := e.post("/runs/get", map[string]any{"id": id})
+	fmt.Fprintf(&everything, "%v\n%s\n%s\n%s\n", created, got.Data, list.Data, run.Data)
+	everything.WriteString(historyJSON(t, e.temporal, models.RunWorkflowID(id)))
+	if strings.Contains(everything.String(), secret) {
+		t.Fatal("the bearer token leaked into an answer, an event or the workflow history")
+	}
+	if !strings.Contains(string(got.Data), `"secrets_set":["authorization"]`) {
+		t.Errorf("get = %s: want the token named as set", got.Data)
+	}
+}

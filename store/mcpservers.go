@@ -78,8 +78,9 @@ func (mcpServerRow) TableName() string { return "mcp_server" }
 var ErrNoMCPSecretKey = errors.New("this deployment stores no MCP secrets (MCP_SECRET_KEY is not set); name an environment variable of the workers instead")
 
 // SetMCPSecretKey sets the 32-byte AES-256 key that seals MCP servers'
-// inline secrets. Call it before serving; without it, inline secrets are
-// refused with ErrNoMCPSecretKey.
+// inline secrets (safe to call while serving; the API and the worker of
+// one process both set it). Without it, inline secrets are refused with
+// ErrNoMCPSecretKey.
 func (s *Store) SetMCPSecretKey(key []byte) error {
 	if len(key) != 32 {
 		return fmt.Errorf("the MCP secret key must be 32 bytes, got %d", len(key))
@@ -92,7 +93,7 @@ func (s *Store) SetMCPSecretKey(key []byte) error {
 	if err != nil {
 		return err
 	}
-	s.mcpAEAD = aead
+	s.mcpAEAD.Store(&aead)
 	return nil
 }
 
@@ -102,18 +103,20 @@ func NewMCPServerID() string { return "mcp_" + uuid.NewString() }
 // seal encrypts secrets, bound to the server's id (as additional data) so
 // that a sealed value copied onto another server's row does not open.
 func (s *Store) seal(id string, sec MCPSecrets) ([]byte, error) {
-	if s.mcpAEAD == nil {
+	p := s.mcpAEAD.Load()
+	if p == nil {
 		return nil, ErrNoMCPSecretKey
 	}
+	aead := *p
 	plain, err := json.Marshal(sec)
 	if err != nil {
 		return nil, err
 	}
-	nonce := make([]byte, s.mcpAEAD.NonceSize())
+	nonce := make([]byte, aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, err
 	}
-	return s.mcpAEAD.Seal(nonce, nonce, plain, []byte(id)), nil
+	return aead.Seal(nonce, nonce, plain, []byte(id)), nil
 }
 
 func (s *Store) open(id string, sealed []byte) (MCPSecrets, error) {
@@ -121,14 +124,16 @@ func (s *Store) open(id string, sealed []byte) (MCPSecrets, error) {
 	if len(sealed) == 0 {
 		return sec, nil
 	}
-	if s.mcpAEAD == nil {
+	p := s.mcpAEAD.Load()
+	if p == nil {
 		return sec, ErrNoMCPSecretKey
 	}
-	n := s.mcpAEAD.NonceSize()
+	aead := *p
+	n := aead.NonceSize()
 	if len(sealed) < n {
 		return sec, errors.New("sealed MCP secrets are truncated")
 	}
-	plain, err := s.mcpAEAD.Open(nil, sealed[:n], sealed[n:], []byte(id))
+	plain, err := aead.Open(nil, sealed[:n], sealed[n:], []byte(id))
 	if err != nil {
 		return sec, fmt.Errorf("cannot open the MCP server's secrets (was MCP_SECRET_KEY changed?): %w", err)
 	}

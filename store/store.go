@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/glebarez/sqlite"
@@ -39,7 +40,7 @@ const (
 type Store struct {
 	// mcpAEAD seals MCP servers' inline secrets (SetMCPSecretKey); nil
 	// refuses them.
-	mcpAEAD    cipher.AEAD
+	mcpAEAD    atomic.Pointer[cipher.AEAD]
 	db         *gorm.DB
 	dialect    string
 	sqlitePath string

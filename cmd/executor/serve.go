@@ -60,12 +60,6 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*store
 		st.Close()
 		return nil, err
 	}
-	if cfg.MCPSecretKey != nil {
-		if err := st.SetMCPSecretKey(cfg.MCPSecretKey); err != nil {
-			st.Close()
-			return nil, fmt.Errorf("MCP_SECRET_KEY: %w", err)
-		}
-	}
 	where := "sqlite " + cfg.SQLitePath()
 	if cfg.DatabaseURL != "" {
 		where = "postgres"
