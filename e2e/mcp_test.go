@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,5 +249,55 @@ func TestMCPSecretStaysOut(t *testing.T) {
 	}
 	if !strings.Contains(string(got.Data), `"secrets_set":["authorization"]`) {
 		t.Errorf("get = %s: want the token named as set", got.Data)
+	}
+}
+
+// TestMCPTransportFailureRetried: the MCP server is down for the first
+// attempt of a call (its proxy answers 503, as a restarting server behind
+// a load balancer does); the tool activity retries with a fresh session
+// and the model gets the tool's answer, not an error.
+func TestMCPTransportFailureRetried(t *testing.T) {
+	s := sdk.NewServer(&sdk.Implementation{Name: "flaky", Version: "1"}, nil)
+	sdk.AddTool(s, &sdk.Tool{Name: "lookup", Description: "looks up"},
+		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "found it"}}}, nil, nil
+		})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)
+	var calls, refused atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(raw))
+		if bytes.Contains(raw, []byte(`"tools/call"`)) && calls.Add(1) == 1 {
+			refused.Add(1)
+			http.Error(w, "restarting", http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	e := newEnv(t, nil, withConfig(func(c *config.Config) { c.MCPAllowPrivate = true }))
+	e.mustPost("/mcp-servers/create", map[string]any{"name": "flaky", "url": srv.URL}, nil)
+	e.fake.SetRules(append([]llmfake.Rule{
+		{Name: "searcher after tools", SystemContains: "W-SEARCHER", HasToolResult: true, Responses: contentResponses("searcher: done")},
+		{Name: "searcher first", SystemContains: "W-SEARCHER", Responses: []llmfake.Response{{ToolCalls: []llmfake.ToolCall{
+			toolCall("mcp_flaky__lookup", `{}`),
+		}}}},
+	}, referenceRules(nil)...)...)
+	body := referenceHierarchy()
+	searcher := body["teams"].([]any)[0].(map[string]any)["workers"].([]any)[0].(map[string]any)
+	searcher["tools"] = []string{"mcp:flaky/*"}
+	id := e.startRun(e.createHierarchy(body), "flaky")
+	msgs := e.streamAll(id)
+	if last := msgs[len(msgs)-1].Type; last != "lifecycle.completed" {
+		t.Fatalf("run ended with %s", last)
+	}
+	var results []string
+	for _, m := range msgs {
+		if m.Type == "llm.tool_result" {
+			results = append(results, fmt.Sprint(m.Event.Data["is_error"], " ", m.Event.Data["result"]))
+		}
+	}
+	if refused.Load() != 1 || calls.Load() != 2 || len(results) != 1 || results[0] != "false found it" {
+		t.Fatalf("refused %d of %d calls; results %q: want one refusal, a retry and one successful result", refused.Load(), calls.Load(), results)
 	}
 }
