@@ -123,6 +123,8 @@ func TestMCPToolsInARun(t *testing.T) {
 			toolCall("mcp_everything__get-tiny-image", `{}`),
 			toolCall("mcp_gosrv__fail", `{}`),
 			toolCall("mcp_gosrv__hang", `{}`),
+			// A tool of the server that the agent does not list.
+			toolCall("mcp_everything__get-env", `{}`),
 		}}}},
 	}, referenceRules(nil)...)...)
 	body := referenceHierarchy()
@@ -151,6 +153,7 @@ func TestMCPToolsInARun(t *testing.T) {
 		"mcp_everything__get-tiny-image": {"everything", "image/png", false},
 		"mcp_gosrv__fail":                {"gosrv", "read-only today", true},
 		"mcp_gosrv__hang":                {"gosrv", "no answer within 1s", true},
+		"mcp_everything__get-env":        {"everything", "not one of this agent's tools", true},
 	}
 	for name, w := range want {
 		call, res := calls[name], results[name]

@@ -177,9 +177,7 @@ func (b *Toolbox) Definitions(ctx context.Context, tenant string, keys []string)
 
 // Call runs the call of function name (an MCP tool's, see FunctionName)
 // for tenant, whose agent listed keys. A name the agent's keys do not
-// cover is refused: the model may only call what it was offered. Nil keys
-// (a caller that does not know the agent's keys) allow any tool of the
-// tenant's server that its allowed_tools lets through.
+// cover is refused: the model may only call what it was offered.
 func (b *Toolbox) Call(ctx context.Context, tenant string, keys []string, name string, arguments json.RawMessage) (tools.Result, error) {
 	server, ok := IsFunctionName(name)
 	if !ok {
@@ -190,9 +188,6 @@ func (b *Toolbox) Call(ctx context.Context, tenant string, keys []string, name s
 		if s, tool, ok := models.ParseMCPToolKey(k); ok && s == server {
 			wanted = append(wanted, tool)
 		}
-	}
-	if keys == nil {
-		wanted = []string{models.MCPAllTools}
 	}
 	if len(wanted) == 0 {
 		return tools.Result{}, fmt.Errorf("tool %q is not one of this agent's tools", name)

@@ -34,3 +34,14 @@ func ParseMCPToolKey(key string) (server, tool string, ok bool) {
 	}
 	return server, tool, true
 }
+
+// MCPToolKeys are the MCP tool keys among an agent's tool keys.
+func MCPToolKeys(keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		if IsMCPToolKey(k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
