@@ -289,6 +289,7 @@ func (c *Client) CallTool(ctx context.Context, srv Server, tool string, argument
 	if err != nil {
 		return tools.Result{}, err
 	}
+	out = truncate(tool, out)
 	if res.IsError {
 		return out, &ToolError{Text: out.Content}
 	}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -54,6 +55,10 @@ func testServer(t *testing.T) (*httptest.Server, *atomic.Value) {
 				&sdk.ResourceLink{URI: "https://example.com/x", Name: "x"},
 			}}, nil, nil
 		})
+	sdk.AddTool(s, &sdk.Tool{Name: "big", Description: "a long text"},
+		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.Repeat("é", MaxResultBytes)}}}, nil, nil
+		})
 	sdk.AddTool(s, &sdk.Tool{Name: "fail", Description: "always fails"},
 		func(_ context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
 			return nil, nil, errors.New("the tracker is read-only today")
@@ -92,7 +97,7 @@ func TestListAndCallOverStreamableHTTP(t *testing.T) {
 	for _, ti := range list {
 		byName[ti.Name] = ti
 	}
-	if len(byName) != 5 || !byName["echo"].ReadOnly || !byName["picture"].Destructive || byName["add"].ReadOnly {
+	if len(byName) != 6 || !byName["echo"].ReadOnly || !byName["picture"].Destructive || byName["add"].ReadOnly {
 		t.Fatalf("tools = %+v", list)
 	}
 	if !strings.Contains(string(byName["add"].InputSchema), `"a"`) {
@@ -219,5 +224,21 @@ func TestStdioEnvCarriesNoWorkerSecrets(t *testing.T) {
 	env := strings.Join(stdioEnv(map[string]string{"TOKEN": "x"}), "\n")
 	if strings.Contains(env, "secret") || !strings.Contains(env, "TOKEN=x") {
 		t.Fatalf("env = %q", env)
+	}
+}
+
+func TestLargeResultTruncatedButKeptWhole(t *testing.T) {
+	srv, _ := testServer(t)
+	res, err := New(Config{AllowPrivate: true}).CallTool(context.Background(), Server{Name: "t", URL: srv.URL}, "big", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := strings.Repeat("é", MaxResultBytes)
+	if len(res.Content) > MaxResultBytes+200 || !strings.Contains(res.Content, "[truncated: 65536 of 131072 bytes shown; the whole result is stored as the file big-result.txt]") ||
+		!utf8.ValidString(res.Content) {
+		t.Errorf("content: %d bytes, ends %q", len(res.Content), res.Content[len(res.Content)-120:])
+	}
+	if len(res.Files) != 1 || string(res.Files[0].Data) != whole {
+		t.Errorf("files = %d, want the whole result kept", len(res.Files))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -90,4 +91,24 @@ func mapResult(tool string, res *sdk.CallToolResult) (tools.Result, error) {
 		return tools.Result{}, fmt.Errorf("tool %s returned structured content that cannot be encoded: %v", tool, err)
 	}
 	return tools.Result{Content: strings.TrimSuffix(buf.String(), "\n"), Files: files}, nil
+}
+
+// MaxResultBytes bounds the result text a model is given; a longer one is
+// cut with a marker, and kept whole as a file (an artifact of the run).
+const MaxResultBytes = 64 << 10
+
+// truncate cuts r's text to MaxResultBytes, on a rune boundary, keeping
+// the whole text as a file the marker names.
+func truncate(tool string, r tools.Result) tools.Result {
+	if len(r.Content) <= MaxResultBytes {
+		return r
+	}
+	cut := MaxResultBytes
+	for cut > 0 && !utf8.RuneStart(r.Content[cut]) {
+		cut--
+	}
+	name := unsafeName.ReplaceAllString(tool, "_") + "-result.txt"
+	r.Files = append(r.Files, tools.File{Name: name, MediaType: "text/plain; charset=utf-8", Data: []byte(r.Content)})
+	r.Content = r.Content[:cut] + fmt.Sprintf("\n[truncated: %d of %d bytes shown; the whole result is stored as the file %s]", cut, len(r.Content), name)
+	return r
 }
