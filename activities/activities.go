@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/op-stack/executor/llm"
+	"github.com/op-stack/executor/mcp"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/notify"
 	"github.com/op-stack/executor/store"
@@ -33,9 +34,12 @@ type ToolRunner interface {
 
 // Activities holds the dependencies of every activity.
 type Activities struct {
-	Store  *store.Store
-	LLM    llm.Client
-	Tools  ToolRunner
+	Store *store.Store
+	LLM   llm.Client
+	Tools ToolRunner
+	// MCP offers and runs the tenants' MCP tools (agents' "mcp:" tool
+	// keys); nil offers none.
+	MCP    *mcp.Toolbox
 	Events EventSink
 	Log    *slog.Logger
 	// HeartbeatInterval is how often a running LLM call heartbeats, so a

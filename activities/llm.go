@@ -109,6 +109,7 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 	}
 	if !in.NoTools {
 		req.Tools = a.toolDefinitions(in.Agent)
+		req.Tools = append(req.Tools, a.mcpDefinitions(ctx, pub, in.Source, in.RunOptions.Tenant, in.Agent.Tools)...)
 	}
 	var extra map[string]any
 	if in.MessageID != "" {

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/op-stack/executor/llm"
+	"github.com/op-stack/executor/mcp"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
 	"github.com/op-stack/executor/tools"
@@ -54,7 +55,11 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 	pub := a.newPublisher(ctx, in.RunID)
 	defer pub.close()
 	if pub.attempt == 1 {
-		pub.emit(pub.event(in.Source, models.CategoryLLM, models.ActionToolCall, models.ToolCallData(in.Call, in.ExecutionID)))
+		data := models.ToolCallData(in.Call, in.ExecutionID)
+		if server, ok := mcp.IsFunctionName(in.Call.Name); ok {
+			data["mcp_server"] = server
+		}
+		pub.emit(pub.event(in.Source, models.CategoryLLM, models.ActionToolCall, data))
 	}
 	callCtx, stop := a.heartbeat(ctx)
 	start := time.Now()
@@ -63,15 +68,24 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 		files   []tools.File
 		err     error
 	)
-	switch runner := a.Tools.(type) {
-	case nil:
-		err = fmt.Errorf("no tools are configured on this worker")
-	case FileToolRunner:
+	mcpServer, isMCP := mcp.IsFunctionName(in.Call.Name)
+	isMCP = isMCP && a.MCP != nil
+	if isMCP {
+		// A tenant's MCP tool (see mcp.FunctionName): its server answers.
 		var res tools.Result
-		res, err = runner.ExecuteResult(callCtx, in.Call.Name, in.Call.Arguments)
+		res, err = a.MCP.Call(callCtx, tenantOf(in.RunOptions.Tenant), in.MCPTools, in.Call.Name, json.RawMessage(in.Call.Arguments))
 		content, files = res.Content, res.Files
-	default:
-		content, err = a.Tools.Execute(callCtx, in.Call.Name, in.Call.Arguments)
+	} else {
+		switch runner := a.Tools.(type) {
+		case nil:
+			err = fmt.Errorf("no tools are configured on this worker")
+		case FileToolRunner:
+			var res tools.Result
+			res, err = runner.ExecuteResult(callCtx, in.Call.Name, in.Call.Arguments)
+			content, files = res.Content, res.Files
+		default:
+			content, err = a.Tools.Execute(callCtx, in.Call.Name, in.Call.Arguments)
+		}
 	}
 	cancelled := callCtx.Err()
 	stop()
@@ -93,6 +107,9 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 	// content, which the event stream carries.
 	a.runLogger(ctx, in.RunID, in.Source).Debug("tool call", "tool", in.Call.Name, "tool_execution_id", in.ExecutionID, "is_error", out.IsError, "duration_ms", out.DurationMs)
 	data := models.ToolResultData(in.Call, in.ExecutionID, *out)
+	if isMCP {
+		data["mcp_server"] = mcpServer
+	}
 	if len(out.Artifacts) > 0 {
 		ids := make([]string, len(out.Artifacts))
 		for i, r := range out.Artifacts {
@@ -144,4 +161,33 @@ func (a *Activities) saveMessage(ctx context.Context, in models.RespondInput, co
 		return fmt.Errorf("save message %s: %w", in.MessageID, err)
 	}
 	return err
+}
+
+// tenantOf is a run's tenant: runs from before tenants are the default's.
+func tenantOf(t string) string {
+	if t == "" {
+		return store.DefaultTenant
+	}
+	return t
+}
+
+// mcpDefinitions are the function definitions of the agent's MCP tool
+// keys. A server that cannot be listed is left out with a system.warning:
+// the agent goes on with its other tools.
+func (a *Activities) mcpDefinitions(ctx context.Context, pub *publisher, src models.Source, tenant string, keys []string) []llm.ToolDef {
+	if a.MCP == nil {
+		return nil
+	}
+	has := false
+	for _, k := range keys {
+		has = has || models.IsMCPToolKey(k)
+	}
+	if !has {
+		return nil
+	}
+	defs, warnings := a.MCP.Definitions(ctx, tenantOf(tenant), keys)
+	for _, w := range warnings {
+		pub.emit(pub.event(src, models.CategorySystem, models.ActionWarning, map[string]any{"message": w}))
+	}
+	return defs
 }

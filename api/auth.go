@@ -131,6 +131,13 @@ func routeRules() map[string]rule {
 
 		"POST " + e + "/artifacts/list": rr,
 
+		// MCP servers configure what agents can do, as hierarchies do.
+		"POST " + e + "/mcp-servers/create": hw,
+		"POST " + e + "/mcp-servers/get":    hr,
+		"POST " + e + "/mcp-servers/list":   hr,
+		"POST " + e + "/mcp-servers/update": hw,
+		"POST " + e + "/mcp-servers/delete": hw,
+
 		"POST " + e + "/apikeys/create": admin,
 		"POST " + e + "/apikeys/list":   admin,
 		"POST " + e + "/apikeys/revoke": admin,

@@ -41,6 +41,9 @@ type Options struct {
 	// knows no tool, so any key is refused. The tools package's *Registry
 	// fits here.
 	Tools ToolCatalog
+	// MCPStdioCommands lists the programs a stdio MCP server may run
+	// (MCP_STDIO_COMMANDS); empty refuses every stdio server.
+	MCPStdioCommands []string
 	// Metrics counts requests by route and status and reads the event
 	// streams' gauges; nil records nothing.
 	Metrics *telemetry.Metrics
@@ -69,10 +72,12 @@ type Server struct {
 	router       *gin.Engine
 	streams      *hub
 	tools        ToolCatalog
-	metrics      *telemetry.Metrics
-	readiness    Readiness
-	access       Access
-	rules        map[string]rule
+	// mcpStdioCommands is Options.MCPStdioCommands.
+	mcpStdioCommands []string
+	metrics          *telemetry.Metrics
+	readiness        Readiness
+	access           Access
+	rules            map[string]rule
 }
 
 // ExecutorPrefix is the path prefix of contract 002's endpoints.
@@ -82,15 +87,16 @@ const ExecutorPrefix = "/api/executor/v1"
 func NewServer(opts Options) *Server {
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{
-		store:        opts.Store,
-		runs:         opts.Runs,
-		log:          opts.Logger,
-		maxBodyBytes: opts.MaxBodyBytes,
-		router:       gin.New(),
-		tools:        opts.Tools,
-		metrics:      opts.Metrics,
-		access:       opts.Access,
-		rules:        routeRules(),
+		store:            opts.Store,
+		runs:             opts.Runs,
+		log:              opts.Logger,
+		maxBodyBytes:     opts.MaxBodyBytes,
+		router:           gin.New(),
+		tools:            opts.Tools,
+		mcpStdioCommands: opts.MCPStdioCommands,
+		metrics:          opts.Metrics,
+		access:           opts.Access,
+		rules:            routeRules(),
 	}
 	if s.tools == nil {
 		s.tools = noToolCatalog{}
@@ -185,6 +191,13 @@ func NewServer(opts Options) *Server {
 	v1.POST("/runs/results/format", s.requireRuns, s.formatRunResults)
 
 	v1.POST("/artifacts/list", s.listArtifacts)
+
+	mcp := v1.Group("/mcp-servers")
+	mcp.POST("/create", s.idempotentCreate("mcp-servers/create"), s.createMCPServer)
+	mcp.POST("/get", s.getMCPServer)
+	mcp.POST("/list", s.listMCPServers)
+	mcp.POST("/update", s.updateMCPServer)
+	mcp.POST("/delete", s.deleteMCPServer)
 
 	s.routeV1(r.Group(V1Prefix))
 

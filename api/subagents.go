@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/store"
 )
 
 // ToolCatalog knows which tool keys exist. The API asks it about every
@@ -255,9 +256,20 @@ func (s *Server) checkRefs(ctx context.Context, refs []agentRefs, selfName, excl
 	if err != nil {
 		return err
 	}
+	mcpServers := map[string]*store.MCPServer{} // by name, loaded once per request
 	for _, r := range refs {
-		if len(r.tools) > 0 {
-			if err := s.tools.Validate(r.field+"tools", r.tools); err != nil {
+		var builtin []string
+		for _, k := range r.tools {
+			if !models.IsMCPToolKey(k) {
+				builtin = append(builtin, k)
+				continue
+			}
+			if err := s.checkMCPToolKey(ctx, r.field+"tools", k, mcpServers); err != nil {
+				return err
+			}
+		}
+		if len(builtin) > 0 {
+			if err := s.tools.Validate(r.field+"tools", builtin); err != nil {
 				return err
 			}
 		}

@@ -211,6 +211,7 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 		Store:             st,
 		LLM:               router,
 		Tools:             NewTools(cfg),
+		MCP:               NewMCPToolbox(cfg, st),
 		Events:            activities.SignalSink{Client: tc},
 		Log:               log,
 		HeartbeatInterval: heartbeatInterval(cfg.LLMHeartbeatTimeout),
@@ -232,6 +233,7 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 // (the API reads the same provider configuration as the worker).
 func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client, router *llm.Router, opts ...Option) *api.Server {
 	o := collect(opts)
+	useMCPSecretKey(cfg, st)
 	access := NewAccess(cfg, st, o.tokens)
 	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg), MaxConcurrentRuns: access.MaxConcurrentRuns}
 	runs.Options.SearchAttributes, runs.TenantSearchAttribute, runs.Options.UsageSearchAttributes, runs.ForkSearchAttribute = useSearchAttributes(cfg, log, tc)
@@ -252,11 +254,12 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 		listener = o.notifications.Listener
 	}
 	return api.NewServer(api.Options{
-		Store:        st,
-		Logger:       log,
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		Tools:        NewTools(cfg),
-		Runs:         runs,
+		Store:            st,
+		Logger:           log,
+		MaxBodyBytes:     cfg.MaxBodyBytes,
+		Tools:            NewTools(cfg),
+		Runs:             runs,
+		MCPStdioCommands: cfg.MCPStdioCommands,
 		Stream: api.StreamOptions{
 			PollInterval:       cfg.SSEPollInterval,
 			IdlePollInterval:   cfg.SSEIdlePollInterval,

@@ -5,6 +5,7 @@
 package config
 
 import (
+	"encoding/base64"
 	"fmt"
 	"github.com/op-stack/executor/pricing"
 	"math"
@@ -126,6 +127,14 @@ type Config struct {
 	ToolsHTTPAllowPrivate bool
 	ToolsHTTPMaxBytes     int
 	ToolsHTTPTimeout      time.Duration
+
+	// MCP servers (docs/mcp.md). MCPSecretKey is the 32-byte key that
+	// seals servers' inline secrets at rest (nil: inline secrets are
+	// refused); MCPAllowPrivate opens private addresses to MCP servers
+	// only; MCPStdioCommands lists the programs a stdio server may run.
+	MCPSecretKey     []byte
+	MCPAllowPrivate  bool
+	MCPStdioCommands []string
 	// ArtifactMaxBytes bounds one file an agent produces and
 	// ArtifactRunMaxBytes the sum of a run's files (docs/results.md,
 	// Artifacts): larger ones are not stored.
@@ -339,6 +348,19 @@ var vars = []Var{
 	{"TOOLS_HTTP_ALLOW_PRIVATE", "false", "Let `http_get` reach loopback, private, link-local and CGNAT addresses and the host's own interface addresses (off: such URLs are refused, also after DNS resolution and redirects).", boolVar(func(c *Config, b bool) { c.ToolsHTTPAllowPrivate = b })},
 	{"TOOLS_HTTP_MAX_BYTES", "1048576", "Largest response body `http_get` returns; longer ones are cut.", intVar(func(c *Config, n int) { c.ToolsHTTPMaxBytes = n })},
 	{"TOOLS_HTTP_TIMEOUT", "10s", "Time limit of one `http_get` request.", durationVar(func(c *Config, d time.Duration) { c.ToolsHTTPTimeout = d })},
+	{"MCP_SECRET_KEY", "", "Base64 of 32 random bytes (`openssl rand -base64 32`): the AES-256-GCM key that seals MCP servers' headers and bearer tokens in the database. Unset: a server's secrets can only be named as environment variables of the workers (`header_env`, `bearer_token_env`). The API and every worker need the same key; changing it makes stored secrets unreadable.", func(c *Config, v string) error {
+		if v = strings.TrimSpace(v); v == "" {
+			return nil
+		}
+		key, err := base64.StdEncoding.DecodeString(v)
+		if err != nil || len(key) != 32 {
+			return fmt.Errorf("must be the base64 of 32 bytes")
+		}
+		c.MCPSecretKey = key
+		return nil
+	}},
+	{"MCP_ALLOW_PRIVATE", "false", "Let MCP servers sit on loopback, private, link-local and CGNAT addresses and the host's own addresses (off: refused on every connection, redirects included; `TOOLS_HTTP_ALLOW_PRIVATE` also opens them, together with `http_get`'s).", boolVar(func(c *Config, b bool) { c.MCPAllowPrivate = b })},
+	{"MCP_STDIO_COMMANDS", "", "Programs a stdio MCP server may run on the workers, comma-separated, compared with the server's `command[0]` exactly (e.g. `npx,/opt/mcp/bin/tracker`). Empty: no stdio servers.", func(c *Config, v string) error { c.MCPStdioCommands = splitList(v); return nil }},
 	{"ARTIFACT_MAX_BYTES", "10485760", "Largest file an agent may produce (declared in its answer, or returned by a tool); a larger one is not stored and a `system.warning` with `ARTIFACT_TOO_LARGE` says so.", intVar(func(c *Config, n int) { c.ArtifactMaxBytes = int64(n) })},
 	{"ARTIFACT_RUN_MAX_BYTES", "104857600", "Most bytes of files one run may store, over all its agents; a file that would go over is not stored (`ARTIFACT_TOO_LARGE`).", intVar(func(c *Config, n int) { c.ArtifactRunMaxBytes = int64(n) })},
 	{"TOOL_CALL_TIMEOUT", "2m", "Longest one tool call (one attempt of its activity) may take; a call that times out on every attempt is an error result for the model (the agent goes on).", durationVar(func(c *Config, d time.Duration) { c.ToolCallTimeout = d })},

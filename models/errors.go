@@ -89,13 +89,17 @@ var CodeArtifactNotFound = Code{"ARTIFACT_NOT_FOUND", 40405, 404}
 // RESOURCE_LIMIT_EXCEEDED's numeric code and status.
 var CodeArtifactTooLarge = Code{"ARTIFACT_TOO_LARGE", 41301, 413}
 
+// CodeMCPServerNotFound answers an MCP server id or name that does not
+// exist or belongs to another tenant (the two are answered alike).
+var CodeMCPServerNotFound = Code{"MCP_SERVER_NOT_FOUND", 40406, 404}
+
 // AllCodes lists the vocabulary in the order docs/errors.md documents it.
 func AllCodes() []Code {
 	return []Code{
 		CodeInvalidParameters, CodeInvalidConfig, CodeInvalidDependencies,
 		CodeProviderNotSupported, CodeMissingAPIKey, CodeSequenceNotForkable,
 		CodeInvalidAPIKey, CodeBudgetExceeded, CodePermissionDenied,
-		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeArtifactNotFound, CodeRouteNotFound,
+		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeArtifactNotFound, CodeMCPServerNotFound, CodeRouteNotFound,
 		CodeExecutionInProgress, CodeExecutionFinished, CodeTeamNotRunning, CodeStreamingDisabled, CodeAlreadyExists, CodeIdempotencyKeyReused, CodeResourceLimitExceeded, CodeArtifactTooLarge,
 		CodeUnsupportedMediaType, CodeRateLimited,
 		CodeSystemError, CodeExecutionFailed, CodeProviderKeyRejected, CodeUnavailable, CodeExecutionTimeout,

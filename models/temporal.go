@@ -730,6 +730,12 @@ type ToolInput struct {
 	ExecutionID string     `json:"tool_execution_id"`
 	Call        ToolCall   `json:"call"`
 	RunOptions  RunOptions `json:"run_options"`
+	// MCPTools are the calling agent's MCP tool keys ("mcp:<server>/...",
+	// see MCPToolKeys): the activity runs an MCP call only if one covers
+	// it, so a model cannot reach a tenant's server its agent does not
+	// list. Empty for agents without MCP tools, whose inputs stay as they
+	// were.
+	MCPTools []string `json:"mcp_tools,omitempty"`
 	// ReturnEvents asks for the attempt's last events in the result
 	// (Events) rather than in a final signal: the caller appends them to
 	// the run's log itself.

@@ -4,6 +4,7 @@ package store
 
 import (
 	"context"
+	"crypto/cipher"
 	"database/sql"
 	"embed"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/glebarez/sqlite"
@@ -36,6 +38,9 @@ const (
 
 // Store is the service's database.
 type Store struct {
+	// mcpAEAD seals MCP servers' inline secrets (SetMCPSecretKey); nil
+	// refuses them.
+	mcpAEAD    atomic.Pointer[cipher.AEAD]
 	db         *gorm.DB
 	dialect    string
 	sqlitePath string

@@ -2,11 +2,13 @@ package tools
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Address ranges the network guard refuses besides the ones netip
@@ -145,4 +147,27 @@ func dialControl(guard func(netip.AddrPort) error) func(ctx context.Context, net
 		}
 		return guard(ap)
 	}
+}
+
+// GuardedDialer returns a dialer that applies the network guard http_get
+// uses (no loopback, private, link-local, CGNAT, multicast or reserved
+// address, and none of this host's own addresses) to every address it
+// connects to, after name resolution; allowPrivate switches the guard
+// off. Other packages that reach URLs a tenant or a model chose (MCP
+// servers) share it so that one rule, tested once, decides what the
+// worker's network exposes.
+func GuardedDialer(allowPrivate bool, timeout time.Duration) *net.Dialer {
+	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	if !allowPrivate {
+		d.ControlContext = dialControl(guardAddress)
+	}
+	return d
+}
+
+// IsBlocked reports whether err, or an error it wraps, is a connection
+// the network guard refused. Such a failure is policy, not a transient
+// fault: retrying it cannot succeed.
+func IsBlocked(err error) bool {
+	var b *blockedError
+	return errors.As(err, &b)
 }

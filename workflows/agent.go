@@ -243,7 +243,7 @@ func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models
 	var out models.ToolOutput
 	err := workflow.ExecuteActivity(tctx, a.RunTool, models.ToolInput{
 		RunID: t.RunID, Source: t.Source, ExecutionID: execID, Call: call, RunOptions: t.Options,
-		ReturnEvents: t.Events.returnsEvents(),
+		ReturnEvents: t.Events.returnsEvents(), MCPTools: models.MCPToolKeys(t.Agent.Tools),
 	}).Get(ctx, &out)
 	t.Events.apply(out.Events)
 	out.Events = nil

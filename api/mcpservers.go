@@ -1,0 +1,332 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/store"
+)
+
+// MCP servers (issue 24, docs/mcp.md): a tenant's Model Context Protocol
+// servers, managed with the hierarchies' scopes since they configure what
+// agents can do. A server's secrets go in and never come out: answers list
+// the names of those that are set (secrets_set), never a value.
+
+// mcpServerInput is the body of mcp-servers/create and update. Secrets are
+// pointers so that an update can leave them out (kept as stored).
+type mcpServerInput struct {
+	ID             string            `json:"id"`
+	Name           string            `json:"name"`
+	URL            string            `json:"url"`
+	Command        []string          `json:"command"`
+	Headers        map[string]string `json:"headers"`
+	BearerToken    *string           `json:"bearer_token"`
+	HeaderEnv      map[string]string `json:"header_env"`
+	BearerTokenEnv string            `json:"bearer_token_env"`
+	AllowedTools   []string          `json:"allowed_tools"`
+	TimeoutSeconds float64           `json:"timeout_seconds"`
+	Approval       string            `json:"approval"`
+}
+
+// mcpServerView is a server as the API shows it.
+type mcpServerView struct {
+	ID             string            `json:"id"`
+	Name           string            `json:"name"`
+	Tenant         string            `json:"tenant"`
+	URL            string            `json:"url,omitempty"`
+	Command        []string          `json:"command,omitempty"`
+	HeaderEnv      map[string]string `json:"header_env,omitempty"`
+	BearerTokenEnv string            `json:"bearer_token_env,omitempty"`
+	SecretsSet     []string          `json:"secrets_set"`
+	AllowedTools   []string          `json:"allowed_tools"`
+	TimeoutSeconds float64           `json:"timeout_seconds"`
+	Approval       string            `json:"approval"`
+	CreatedAt      time.Time         `json:"created_at"`
+	UpdatedAt      time.Time         `json:"updated_at"`
+}
+
+func viewMCPServer(m *store.MCPServer) mcpServerView {
+	approval := m.Approval
+	if approval == "" {
+		approval = mcpApprovalNone
+	}
+	return mcpServerView{ID: m.ID, Name: m.Name, Tenant: m.TenantID, URL: m.URL, Command: m.Command,
+		HeaderEnv: m.HeaderEnv, BearerTokenEnv: m.BearerTokenEnv, SecretsSet: nonNilStrings(m.SecretNames),
+		AllowedTools: nonNilStrings(m.AllowedTools), TimeoutSeconds: m.Timeout.Seconds(), Approval: approval,
+		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// The approval policies of a server: none, every tool the server marks
+// destructiveHint, or every tool it does not mark readOnlyHint.
+const (
+	mcpApprovalNone        = "none"
+	mcpApprovalDestructive = "destructive"
+	mcpApprovalNotReadOnly = "not_read_only"
+)
+
+// MaxMCPTimeout bounds a server's per-call timeout.
+const MaxMCPTimeout = time.Hour
+
+var (
+	mcpNameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	envNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+	mcpToolRE    = regexp.MustCompile(`^[A-Za-z0-9_./-]{1,128}$`)
+)
+
+// checkMCPServer validates in into a server, naming the field of the
+// first problem.
+func (s *Server) checkMCPServer(in mcpServerInput) (*store.MCPServer, error) {
+	name := strings.TrimSpace(in.Name)
+	if !mcpNameRE.MatchString(name) {
+		return nil, models.FieldError("name", "must be 1 to 64 characters of a-z, 0-9, _ and -, starting with a letter or digit (it is how agents name the server: \"mcp:%s/<tool>\")", name)
+	}
+	m := &store.MCPServer{Name: name, URL: strings.TrimSpace(in.URL), Command: in.Command,
+		Headers: in.Headers, BearerToken: in.BearerToken, HeaderEnv: in.HeaderEnv,
+		BearerTokenEnv: strings.TrimSpace(in.BearerTokenEnv), AllowedTools: in.AllowedTools, Approval: in.Approval}
+	switch {
+	case m.URL != "" && len(m.Command) > 0:
+		return nil, models.FieldError("command", "give either url (Streamable HTTP) or command (stdio), not both")
+	case m.URL != "":
+		u, err := url.Parse(m.URL)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, models.FieldError("url", "must be an absolute http or https URL")
+		}
+		if u.User != nil {
+			return nil, models.FieldError("url", "must not carry credentials; use headers or bearer_token")
+		}
+	case len(m.Command) > 0:
+		if !slices.Contains(s.mcpStdioCommands, m.Command[0]) {
+			return nil, models.FieldError("command", "stdio command %q is not allowed on this deployment (the operator lists them in MCP_STDIO_COMMANDS)", m.Command[0])
+		}
+	default:
+		return nil, models.FieldError("url", "is required")
+	}
+	for k := range m.Headers {
+		if !headerNameRE.MatchString(k) {
+			return nil, models.FieldError("headers", "%q is not a header name", k)
+		}
+	}
+	for k, v := range m.HeaderEnv {
+		if !headerNameRE.MatchString(k) {
+			return nil, models.FieldError("header_env", "%q is not a header name", k)
+		}
+		if !envNameRE.MatchString(v) {
+			return nil, models.FieldError("header_env", "%q is not an environment variable name", v)
+		}
+		if _, both := m.Headers[k]; both {
+			return nil, models.FieldError("header_env", "header %q is given both inline and as an environment variable", k)
+		}
+	}
+	if m.BearerTokenEnv != "" && !envNameRE.MatchString(m.BearerTokenEnv) {
+		return nil, models.FieldError("bearer_token_env", "%q is not an environment variable name", m.BearerTokenEnv)
+	}
+	if m.BearerTokenEnv != "" && m.BearerToken != nil && *m.BearerToken != "" {
+		return nil, models.FieldError("bearer_token_env", "give bearer_token or bearer_token_env, not both")
+	}
+	for _, h := range []string{"Authorization"} {
+		_, inline := m.Headers[h]
+		_, env := m.HeaderEnv[h]
+		if (inline || env) && ((m.BearerToken != nil && *m.BearerToken != "") || m.BearerTokenEnv != "") {
+			return nil, models.FieldError("bearer_token", "the Authorization header is already given in headers or header_env")
+		}
+	}
+	for i, t := range m.AllowedTools {
+		if !mcpToolRE.MatchString(t) {
+			return nil, models.FieldError(fmt.Sprintf("allowed_tools[%d]", i), "%q is not a tool name", t)
+		}
+	}
+	if in.TimeoutSeconds < 0 || time.Duration(in.TimeoutSeconds*float64(time.Second)) > MaxMCPTimeout {
+		return nil, models.FieldError("timeout_seconds", "must be between 0 (the default, 60) and %d", int(MaxMCPTimeout.Seconds()))
+	}
+	m.Timeout = time.Duration(in.TimeoutSeconds * float64(time.Second))
+	switch m.Approval {
+	case "", mcpApprovalNone:
+		m.Approval = ""
+	case mcpApprovalDestructive, mcpApprovalNotReadOnly:
+	default:
+		return nil, models.FieldError("approval", "must be %q, %q or %q", mcpApprovalNone, mcpApprovalDestructive, mcpApprovalNotReadOnly)
+	}
+	return m, nil
+}
+
+// mcpTenant is the tenant whose servers a request manages: the caller's
+// own (a principal that sees every tenant manages its own tenant's).
+func mcpTenant(c *gin.Context) string {
+	if t := tenantFilter(c.Request.Context()); t != "" {
+		return t
+	}
+	return ownTenant(c.Request.Context())
+}
+
+// mcpSecretError turns the store's refusal of inline secrets into a 400
+// naming the field.
+func mcpSecretError(err error) error {
+	if errors.Is(err, store.ErrNoMCPSecretKey) {
+		e := models.FieldError("bearer_token", "%v", err)
+		e.Code = models.CodeInvalidConfig
+		return e
+	}
+	return err
+}
+
+func (s *Server) createMCPServer(c *gin.Context) {
+	var in mcpServerInput
+	if err := decodeJSON(c, &in); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	m, err := s.checkMCPServer(in)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	m.TenantID = mcpTenant(c)
+	if m.TenantID == noTenant {
+		s.writeError(c, models.Errorf(models.CodePermissionDenied, "no tenant"))
+		return
+	}
+	if err := s.store.CreateMCPServer(c.Request.Context(), m); err != nil {
+		s.writeError(c, mcpSecretError(err))
+		return
+	}
+	ok(c, viewMCPServer(m))
+}
+
+// findMCPServer loads the server a get/delete body names by id or name.
+func (s *Server) findMCPServer(c *gin.Context) (*store.MCPServer, error) {
+	var in struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	}
+	if err := decodeJSON(c, &in); err != nil {
+		return nil, err
+	}
+	id, name := strings.TrimSpace(in.ID), strings.TrimSpace(in.Name)
+	if id == "" && name == "" {
+		return nil, models.FieldError("id", "id or name is required")
+	}
+	tenant := mcpTenant(c)
+	if tenant == noTenant {
+		return nil, models.Errorf(models.CodeMCPServerNotFound, "MCP server not found")
+	}
+	return s.store.GetMCPServer(c.Request.Context(), tenant, id, name)
+}
+
+func (s *Server) getMCPServer(c *gin.Context) {
+	m, err := s.findMCPServer(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ok(c, viewMCPServer(m))
+}
+
+func (s *Server) listMCPServers(c *gin.Context) {
+	tenant := mcpTenant(c)
+	items := []mcpServerView{}
+	if tenant != noTenant {
+		list, err := s.store.ListMCPServers(c.Request.Context(), tenant)
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		for i := range list {
+			items = append(items, viewMCPServer(&list[i]))
+		}
+	}
+	ok(c, gin.H{"items": items, "total": len(items)})
+}
+
+func (s *Server) updateMCPServer(c *gin.Context) {
+	var in mcpServerInput
+	if err := decodeJSON(c, &in); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if strings.TrimSpace(in.ID) == "" {
+		s.writeError(c, models.FieldError("id", "is required"))
+		return
+	}
+	m, err := s.checkMCPServer(in)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	m.ID, m.TenantID = strings.TrimSpace(in.ID), mcpTenant(c)
+	if m.TenantID == noTenant {
+		s.writeError(c, models.Errorf(models.CodeMCPServerNotFound, "MCP server with id %q not found", m.ID))
+		return
+	}
+	if err := s.store.UpdateMCPServer(c.Request.Context(), m); err != nil {
+		s.writeError(c, mcpSecretError(err))
+		return
+	}
+	ok(c, viewMCPServer(m))
+}
+
+func (s *Server) deleteMCPServer(c *gin.Context) {
+	m, err := s.findMCPServer(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if err := s.store.DeleteMCPServer(c.Request.Context(), m.TenantID, m.ID); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"code": 0, "message": "success", "data": gin.H{"id": m.ID, "name": m.Name, "deleted": true}})
+}
+
+// checkMCPToolKey checks an agent's "mcp:<server>/<tool>" key: well
+// formed, naming a server of the request's tenant (another tenant's is
+// unknown), and a tool the server's allowed_tools lets through. Whether
+// the server really offers the tool is learnt when a run lists its tools:
+// a server may be down, or not deployed yet, when a hierarchy is saved.
+func (s *Server) checkMCPToolKey(ctx context.Context, field, key string, cache map[string]*store.MCPServer) error {
+	name, tool, ok := models.ParseMCPToolKey(key)
+	if !ok {
+		return models.FieldError(field, "%q is not an MCP tool key; write mcp:<server>/<tool> or mcp:<server>/*", key)
+	}
+	srv, seen := cache[name]
+	if !seen {
+		tenant := tenantFilter(ctx)
+		if tenant == "" {
+			tenant = ownTenant(ctx)
+		}
+		if tenant != noTenant {
+			found, err := s.store.GetMCPServer(ctx, tenant, "", name)
+			switch {
+			case err == nil:
+				srv = found
+			case models.ErrorCode(err) != models.CodeMCPServerNotFound:
+				return err
+			}
+		}
+		cache[name] = srv
+	}
+	if srv == nil {
+		return models.FieldError(field, "unknown MCP server %q in %q; add it with mcp-servers/create", name, key)
+	}
+	if tool != models.MCPAllTools && len(srv.AllowedTools) > 0 && !slices.Contains(srv.AllowedTools, tool) {
+		return models.FieldError(field, "tool %q of MCP server %q is not in its allowed_tools (%s)", tool, name, strings.Join(srv.AllowedTools, ", "))
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/op-stack/executor/config"
+	"github.com/op-stack/executor/mcp"
+	"github.com/op-stack/executor/store"
+)
+
+// NewMCPToolbox is the worker's MCP side: the client under the operator's
+// policy (MCP_ALLOW_PRIVATE, or TOOLS_HTTP_ALLOW_PRIVATE; MCP_STDIO_COMMANDS)
+// and the tenants' servers read from the store.
+func NewMCPToolbox(cfg config.Config, st *store.Store) *mcp.Toolbox {
+	useMCPSecretKey(cfg, st)
+	client := mcp.New(mcp.Config{
+		AllowPrivate:  cfg.MCPAllowPrivate || cfg.ToolsHTTPAllowPrivate,
+		StdioCommands: cfg.MCPStdioCommands,
+	})
+	return &mcp.Toolbox{Client: client, Servers: StoreMCPServers(st, os.LookupEnv)}
+}
+
+// StoreMCPServers resolves a tenant's server by name from the store, its
+// secrets opened or read from the worker's environment (lookupEnv). The
+// values live in this process only for the call: they never enter a
+// workflow's input, history or events.
+func StoreMCPServers(st *store.Store, lookupEnv func(string) (string, bool)) mcp.ServerSource {
+	return func(ctx context.Context, tenant, name string) (mcp.ServerConfig, error) {
+		m, err := st.GetMCPServer(ctx, tenant, "", name)
+		if err != nil {
+			return mcp.ServerConfig{}, err
+		}
+		sec, err := st.MCPServerSecrets(ctx, tenant, m.ID)
+		if err != nil {
+			return mcp.ServerConfig{}, err
+		}
+		headers := map[string]string{}
+		for k, v := range sec.Headers {
+			headers[k] = v
+		}
+		for k, env := range m.HeaderEnv {
+			v, ok := lookupEnv(env)
+			if !ok {
+				return mcp.ServerConfig{}, fmt.Errorf("environment variable %s (header %s) is not set on this worker", env, k)
+			}
+			headers[k] = v
+		}
+		token := sec.BearerToken
+		if m.BearerTokenEnv != "" {
+			v, ok := lookupEnv(m.BearerTokenEnv)
+			if !ok {
+				return mcp.ServerConfig{}, fmt.Errorf("environment variable %s (bearer token) is not set on this worker", m.BearerTokenEnv)
+			}
+			token = v
+		}
+		if token != "" {
+			headers["Authorization"] = "Bearer " + token
+		}
+		return mcp.ServerConfig{
+			Server:       mcp.Server{Name: m.Name, URL: m.URL, Command: m.Command, Headers: headers, Timeout: m.Timeout},
+			AllowedTools: m.AllowedTools,
+		}, nil
+	}
+}
+
+// useMCPSecretKey gives the store MCP_SECRET_KEY, which config.Load has
+// already checked to be 32 bytes.
+func useMCPSecretKey(cfg config.Config, st *store.Store) {
+	if cfg.MCPSecretKey == nil || st == nil {
+		return
+	}
+	if err := st.SetMCPSecretKey(cfg.MCPSecretKey); err != nil {
+		panic("MCP_SECRET_KEY: " + err.Error()) // config.Load refuses a key of another size
+	}
+}

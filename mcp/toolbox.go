@@ -1,0 +1,213 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/op-stack/executor/llm"
+	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/tools"
+)
+
+// ServerConfig is a tenant's stored server, secrets resolved, as the
+// Toolbox needs it.
+type ServerConfig struct {
+	Server
+	// AllowedTools limits the tools offered (empty: all).
+	AllowedTools []string
+}
+
+// ServerSource finds a tenant's server by name (with its secrets
+// resolved: opened, or read from the worker's environment). An unknown
+// server is an error.
+type ServerSource func(ctx context.Context, tenant, name string) (ServerConfig, error)
+
+// Toolbox offers a tenant's MCP tools to agents and runs their calls: the
+// activities' side of MCP. Listings are cached per tenant and server for
+// ListTTL, in at most MaxCached entries, so that an agent's every model
+// call does not relist its servers' tools.
+type Toolbox struct {
+	Client  *Client
+	Servers ServerSource
+	// ListTTL is how long a listing is reused (DefaultListTTL when zero).
+	ListTTL time.Duration
+	// MaxCached bounds the cached listings (DefaultMaxCached when zero).
+	MaxCached int
+
+	mu    sync.Mutex
+	cache map[string]cachedList
+}
+
+// Defaults of the Toolbox's cache.
+const (
+	DefaultListTTL   = 5 * time.Minute
+	DefaultMaxCached = 256
+)
+
+type cachedList struct {
+	tools   []ToolInfo
+	expires time.Time
+}
+
+// NamePrefix starts the function name the model sees for an MCP tool:
+// "mcp_<server>__<tool>", the tool's name reduced to what providers allow
+// in a function name.
+const NamePrefix = "mcp_"
+
+var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_-]`)
+
+// FunctionName is the name the model calls server's tool by.
+func FunctionName(server, tool string) string {
+	name := NamePrefix + server + "__" + unsafeName.ReplaceAllString(tool, "_")
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	return name
+}
+
+// IsFunctionName reports whether a tool call's name is an MCP tool's and
+// which server it is on.
+func IsFunctionName(name string) (server string, ok bool) {
+	rest, found := strings.CutPrefix(name, NamePrefix)
+	if !found {
+		return "", false
+	}
+	server, _, found = strings.Cut(rest, "__")
+	return server, found && server != ""
+}
+
+// list lists server's tools for tenant, from the cache when fresh.
+func (b *Toolbox) list(ctx context.Context, tenant string, cfg ServerConfig) ([]ToolInfo, error) {
+	key := tenant + "\x00" + cfg.Name
+	now := time.Now()
+	b.mu.Lock()
+	if c, ok := b.cache[key]; ok && now.Before(c.expires) {
+		b.mu.Unlock()
+		return c.tools, nil
+	}
+	b.mu.Unlock()
+	list, err := b.Client.ListTools(ctx, cfg.Server)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.AllowedTools) > 0 {
+		list = slices.DeleteFunc(slices.Clone(list), func(t ToolInfo) bool { return !slices.Contains(cfg.AllowedTools, t.Name) })
+	}
+	ttl, max := b.ListTTL, b.MaxCached
+	if ttl <= 0 {
+		ttl = DefaultListTTL
+	}
+	if max <= 0 {
+		max = DefaultMaxCached
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cache == nil {
+		b.cache = map[string]cachedList{}
+	}
+	if len(b.cache) >= max {
+		// Drop the expired entries, then, if still full, any one: the
+		// bound matters more than which listing is fetched again.
+		for k, c := range b.cache {
+			if now.After(c.expires) {
+				delete(b.cache, k)
+			}
+		}
+		for k := range b.cache {
+			if len(b.cache) < max {
+				break
+			}
+			delete(b.cache, k)
+		}
+	}
+	b.cache[key] = cachedList{tools: list, expires: now.Add(ttl)}
+	return list, nil
+}
+
+// Definitions are the function definitions of an agent's MCP tool keys
+// ("mcp:<server>/<tool>", "mcp:<server>/*"; other keys are skipped). A
+// server that cannot be listed is left out with a warning: the agent
+// works on with its other tools, as with a tool removed from the registry.
+func (b *Toolbox) Definitions(ctx context.Context, tenant string, keys []string) (defs []llm.ToolDef, warnings []string) {
+	seen := map[string]bool{}
+	for _, k := range keys {
+		server, tool, ok := models.ParseMCPToolKey(k)
+		if !ok {
+			continue
+		}
+		cfg, err := b.Servers(ctx, tenant, server)
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("MCP server %q: %v", server, err))
+			continue
+		}
+		list, err := b.list(ctx, tenant, cfg)
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("MCP server %q did not list its tools: %v", server, err))
+			continue
+		}
+		found := false
+		for _, t := range list {
+			if tool != models.MCPAllTools && t.Name != tool {
+				continue
+			}
+			found = true
+			name := FunctionName(server, t.Name)
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			desc := t.Description
+			if desc == "" {
+				desc = "Tool " + t.Name + " of the MCP server " + server + "."
+			}
+			defs = append(defs, llm.ToolDef{Name: name, Description: desc, Parameters: t.InputSchema})
+		}
+		if !found && tool != models.MCPAllTools {
+			warnings = append(warnings, fmt.Sprintf("MCP server %q offers no tool %q", server, tool))
+		}
+	}
+	return defs, warnings
+}
+
+// Call runs the call of function name (an MCP tool's, see FunctionName)
+// for tenant, whose agent listed keys. A name the agent's keys do not
+// cover is refused: the model may only call what it was offered.
+func (b *Toolbox) Call(ctx context.Context, tenant string, keys []string, name string, arguments json.RawMessage) (tools.Result, error) {
+	server, ok := IsFunctionName(name)
+	if !ok {
+		return tools.Result{}, fmt.Errorf("%q is not an MCP tool", name)
+	}
+	var wanted []string
+	for _, k := range keys {
+		if s, tool, ok := models.ParseMCPToolKey(k); ok && s == server {
+			wanted = append(wanted, tool)
+		}
+	}
+	if len(wanted) == 0 {
+		return tools.Result{}, fmt.Errorf("tool %q is not one of this agent's tools", name)
+	}
+	cfg, err := b.Servers(ctx, tenant, server)
+	if err != nil {
+		return tools.Result{}, fmt.Errorf("MCP server %q: %v", server, err)
+	}
+	list, err := b.list(ctx, tenant, cfg)
+	if err != nil {
+		return tools.Result{}, err
+	}
+	for _, t := range list {
+		if FunctionName(server, t.Name) != name {
+			continue
+		}
+		if !slices.Contains(wanted, models.MCPAllTools) && !slices.Contains(wanted, t.Name) {
+			break
+		}
+		return b.Client.CallTool(ctx, cfg.Server, t.Name, arguments)
+	}
+	return tools.Result{}, fmt.Errorf("tool %q is not one of this agent's tools", name)
+}

@@ -1,0 +1,116 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+func TestToolboxDefinitionsAndCalls(t *testing.T) {
+	srv, _ := testServer(t)
+	var lists atomic.Int32
+	counted := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := make([]byte, 4096)
+		n, _ := r.Body.Read(body)
+		if strings.Contains(string(body[:n]), `"tools/list"`) {
+			lists.Add(1)
+		}
+		r.Body = http.NoBody
+		if n > 0 {
+			r.Body = readCloser{strings.NewReader(string(body[:n]))}
+		}
+		proxy(srv.URL, w, r)
+	}))
+	defer counted.Close()
+	b := &Toolbox{
+		Client: New(Config{AllowPrivate: true}),
+		Servers: func(_ context.Context, tenant, name string) (ServerConfig, error) {
+			if tenant != "acme" {
+				return ServerConfig{}, errors.New("unknown server")
+			}
+			switch name {
+			case "t":
+				return ServerConfig{Server: Server{Name: "t", URL: counted.URL}, AllowedTools: []string{"echo", "add", "fail"}}, nil
+			case "down":
+				return ServerConfig{Server: Server{Name: "down", URL: "http://127.0.0.1:1/mcp"}}, nil
+			}
+			return ServerConfig{}, errors.New("unknown server")
+		},
+	}
+	ctx := context.Background()
+	defs, warnings := b.Definitions(ctx, "acme", []string{"calculator", "mcp:t/*", "mcp:down/x", "mcp:t/picture"})
+	var names []string
+	for _, d := range defs {
+		names = append(names, d.Name)
+	}
+	if strings.Join(names, ",") != "mcp_t__add,mcp_t__echo,mcp_t__fail" {
+		t.Errorf("defs = %v: want the allowed tools only", names)
+	}
+	if len(warnings) != 2 || !strings.Contains(warnings[0], `"down"`) || !strings.Contains(warnings[1], `no tool "picture"`) {
+		t.Errorf("warnings = %q", warnings)
+	}
+	// The listing is cached: a second agent turn does not list again.
+	before := lists.Load()
+	b.Definitions(ctx, "acme", []string{"mcp:t/echo"})
+	if lists.Load() != before {
+		t.Errorf("listed again within the TTL")
+	}
+
+	res, err := b.Call(ctx, "acme", []string{"mcp:t/*"}, "mcp_t__add", json.RawMessage(`{"a":1,"b":2}`))
+	if err != nil || !strings.Contains(res.Content, `"sum":3`) {
+		t.Fatalf("add = %+v, %v", res, err)
+	}
+	// Not offered: not the agent's, not allowed by the server, another tenant.
+	for _, c := range []struct {
+		tenant string
+		keys   []string
+		name   string
+	}{
+		{"acme", []string{"mcp:t/echo"}, "mcp_t__add"},
+		{"acme", []string{"mcp:t/*"}, "mcp_t__picture"},
+		{"other", []string{"mcp:t/*"}, "mcp_t__echo"},
+		{"acme", []string{"mcp:t/*"}, "calculator"},
+	} {
+		if _, err := b.Call(ctx, c.tenant, c.keys, c.name, nil); err == nil {
+			t.Errorf("%+v: called, want a refusal", c)
+		}
+	}
+}
+
+type readCloser struct{ *strings.Reader }
+
+func (readCloser) Close() error { return nil }
+
+// proxy forwards r to target, streaming the answer.
+func proxy(target string, w http.ResponseWriter, r *http.Request) {
+	req, _ := http.NewRequestWithContext(r.Context(), r.Method, target, r.Body)
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			w.Write(buf[:n])
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
