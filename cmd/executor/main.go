@@ -99,7 +99,7 @@ http://127.0.0.1:8080) with the key in EXECUTOR_API_KEY, or --url and
 		c.GroupID = "service"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newHierarchiesCommand(), newRunsCommand()} {
+	for _, c := range []*cobra.Command{newHierarchiesCommand(), newRunsCommand(), newMCPServersCommand()} {
 		c.GroupID = "client"
 		root.AddCommand(c)
 	}
