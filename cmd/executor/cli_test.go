@@ -50,6 +50,7 @@ func TestHelpEverywhere(t *testing.T) {
 		{"serve"}, {"dev"}, {"migrate"}, {"replay"}, {"apikeys", "create"}, {"apikeys", "list"}, {"apikeys", "revoke"},
 		{"hierarchies", "create"}, {"hierarchies", "get"}, {"hierarchies", "list"},
 		{"runs", "start"}, {"runs", "follow"}, {"runs", "get"}, {"runs", "list"}, {"runs", "events"}, {"runs", "cancel"},
+		{"mcp-servers", "create"}, {"mcp-servers", "get"}, {"mcp-servers", "list"}, {"mcp-servers", "update"}, {"mcp-servers", "delete"},
 	} {
 		if c, _, err := root.Find(path); err != nil || c.Name() != path[len(path)-1] {
 			t.Errorf("no command %q", strings.Join(path, " "))
