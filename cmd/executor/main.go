@@ -9,6 +9,7 @@
 //	executor apikeys create|list|revoke     manage API keys
 //	executor hierarchies create|get|list    a client of the API's hierarchies
 //	executor runs start|follow|get|list|events|cancel   a client of the API's runs
+//	executor mcp-servers create|get|list|update|delete  a client of the API's MCP servers
 //
 // Every command takes --help. The commands are built with cobra; flags
 // written Go-style with one dash (-role worker) are still accepted.
@@ -80,7 +81,7 @@ func newRootCommand() *cobra.Command {
 		Short: "Run hierarchical teams of LLM agents as durable Temporal workflows",
 		Long: `executor is op-stack-executor in one binary: the service (serve, dev), its
 operator commands (migrate, replay, apikeys) and a client of its HTTP API
-(hierarchies, runs).
+(hierarchies, runs, mcp-servers).
 
 The service is configured by environment variables (docs/configuration.md).
 The client commands find the API at EXECUTOR_URL (default
