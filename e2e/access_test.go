@@ -115,6 +115,8 @@ type accessFixture struct {
 	run, subAgent, subAgentToDelete, keyToRevoke         string
 	// artifact is a file stored for run.
 	artifact string
+	// mcpServer and mcpServerToDelete are MCP servers of the tenant.
+	mcpServer, mcpServerToDelete string
 }
 
 // routeCase builds the request a route test sends for one route: its path
@@ -220,6 +222,18 @@ func routeCases() map[string]routeCase {
 			return v1 + "/artifacts/" + f.artifact, nil
 		}),
 
+		"POST " + e + "/mcp-servers/create": {build: body(e+"/mcp-servers/create", map[string]any{"name": "route-test-docs", "url": "https://example.com/mcp"})},
+		"POST " + e + "/mcp-servers/get": obj(func(f accessFixture) (string, any) {
+			return e + "/mcp-servers/get", map[string]any{"id": f.mcpServer}
+		}),
+		"POST " + e + "/mcp-servers/update": obj(func(f accessFixture) (string, any) {
+			return e + "/mcp-servers/update", map[string]any{"id": f.mcpServer, "name": "docs", "url": "https://example.com/mcp2"}
+		}),
+		"POST " + e + "/mcp-servers/delete": obj(func(f accessFixture) (string, any) {
+			return e + "/mcp-servers/delete", map[string]any{"id": f.mcpServerToDelete}
+		}),
+		"POST " + e + "/mcp-servers/list": {list: true, build: body(e+"/mcp-servers/list", map[string]any{})},
+
 		"POST " + e + "/apikeys/create": {build: body(e+"/apikeys/create", map[string]any{"tenant": "tenant-c", "scopes": []string{"runs:read"}})},
 		"POST " + e + "/apikeys/list":   {build: body(e+"/apikeys/list", map[string]any{})},
 		"POST " + e + "/apikeys/revoke": {build: func(f accessFixture) (string, any) {
@@ -308,6 +322,13 @@ func (e *testEnv) setUpTenant(key string, admin string) accessFixture {
 	f.subAgent = sa.ID
 	e.mustCall("POST", "/api/executor/v1/subagents/create", key, map[string]any{"name": "doomed-helper", "system_prompt": "Help."}, &sa)
 	f.subAgentToDelete = sa.ID
+	var mcp struct {
+		ID string `json:"id"`
+	}
+	e.mustCall("POST", "/api/executor/v1/mcp-servers/create", key, map[string]any{"name": "docs", "url": "https://example.com/mcp"}, &mcp)
+	f.mcpServer = mcp.ID
+	e.mustCall("POST", "/api/executor/v1/mcp-servers/create", key, map[string]any{"name": "doomed-docs", "url": "https://example.com/mcp"}, &mcp)
+	f.mcpServerToDelete = mcp.ID
 	var run struct {
 		ID string `json:"id"`
 	}
@@ -408,7 +429,7 @@ func TestAccessRouteTable(t *testing.T) {
 				if status != http.StatusOK {
 					t.Errorf("tenant B's list: %d %s", status, raw)
 				}
-				for _, id := range []string{fa.hierarchy, fa.run, fa.subAgent, fa.v1Team} {
+				for _, id := range []string{fa.hierarchy, fa.run, fa.subAgent, fa.v1Team, fa.mcpServer} {
 					if bytes.Contains(raw, []byte(id)) {
 						t.Errorf("tenant B's list shows tenant A's %s: %s", id, raw)
 					}
