@@ -12,12 +12,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/llm/llmfake"
@@ -185,6 +188,36 @@ func TestMCPToolsInARun(t *testing.T) {
 	if !offered || !read {
 		t.Errorf("offered the MCP tools %v, read their results %v", offered, read)
 	}
+	// The Web UI's line for each MCP call names its server and tool.
+	summaries := activitySummaries(t, e.temporal, models.RunWorkflowID(id))
+	for _, want := range []string{"mcp everything/echo · searcher", "mcp everything/get-sum · searcher", "mcp gosrv/hang · searcher"} {
+		if !slices.Contains(summaries, want) {
+			t.Errorf("no activity summary %q among %q", want, summaries)
+		}
+	}
+}
+
+// activitySummaries are the summaries (the Web UI's line) of the
+// activities workflowID's history scheduled, in order.
+func activitySummaries(t *testing.T, c client.Client, workflowID string) []string {
+	t.Helper()
+	it := c.GetWorkflowHistory(context.Background(), workflowID, "", false, 0)
+	var out []string
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", workflowID, err)
+		}
+		if ev.GetActivityTaskScheduledEventAttributes() == nil || ev.GetUserMetadata().GetSummary() == nil {
+			continue
+		}
+		var summary string
+		if err := converter.GetDefaultDataConverter().FromPayload(ev.GetUserMetadata().GetSummary(), &summary); err != nil {
+			t.Fatalf("summary of event %d: %v", ev.GetEventId(), err)
+		}
+		out = append(out, summary)
+	}
+	return out
 }
 
 // TestMCPSecretStaysOut: a server that wants a bearer token gets it (sealed

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -55,31 +54,22 @@ type cachedList struct {
 	expires time.Time
 }
 
-// NamePrefix starts the function name the model sees for an MCP tool:
-// "mcp_<server>__<tool>", the tool's name reduced to what providers allow
-// in a function name.
-const NamePrefix = "mcp_"
-
+// unsafeName matches what a file or function name may not hold.
 var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_-]`)
 
-// FunctionName is the name the model calls server's tool by.
-func FunctionName(server, tool string) string {
-	name := NamePrefix + server + "__" + unsafeName.ReplaceAllString(tool, "_")
-	if len(name) > 64 {
-		name = name[:64]
-	}
-	return name
-}
+// NamePrefix starts the function name the model sees for an MCP tool
+// (models.MCPFunctionPrefix).
+const NamePrefix = models.MCPFunctionPrefix
+
+// FunctionName is the name the model calls server's tool by
+// (models.MCPFunctionName).
+func FunctionName(server, tool string) string { return models.MCPFunctionName(server, tool) }
 
 // IsFunctionName reports whether a tool call's name is an MCP tool's and
 // which server it is on.
 func IsFunctionName(name string) (server string, ok bool) {
-	rest, found := strings.CutPrefix(name, NamePrefix)
-	if !found {
-		return "", false
-	}
-	server, _, found = strings.Cut(rest, "__")
-	return server, found && server != ""
+	server, _, ok = models.ParseMCPFunctionName(name)
+	return server, ok
 }
 
 // list lists server's tools for tenant, from the cache when fresh.

@@ -45,3 +45,33 @@ func MCPToolKeys(keys []string) []string {
 	}
 	return out
 }
+
+// MCPFunctionPrefix starts the function name the model sees for an MCP
+// tool: "mcp_<server>__<tool>", the tool's name reduced to what providers
+// allow in a function name (MCPFunctionName).
+const MCPFunctionPrefix = "mcp_"
+
+var unsafeFunctionChars = regexp.MustCompile(`[^a-zA-Z0-9_-]`)
+
+// MCPFunctionName is the name the model calls server's tool by, at most
+// 64 characters (the providers' limit).
+func MCPFunctionName(server, tool string) string {
+	name := MCPFunctionPrefix + server + "__" + unsafeFunctionChars.ReplaceAllString(tool, "_")
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	return name
+}
+
+// ParseMCPFunctionName splits a tool call's function name into the MCP
+// server and the tool as the model named it; ok is false for a name that
+// is not an MCP tool's. Workflows use it for the Web UI's activity summary,
+// activities to route the call.
+func ParseMCPFunctionName(name string) (server, tool string, ok bool) {
+	rest, found := strings.CutPrefix(name, MCPFunctionPrefix)
+	if !found {
+		return "", "", false
+	}
+	server, tool, found = strings.Cut(rest, "__")
+	return server, tool, found && server != ""
+}

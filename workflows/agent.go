@@ -230,10 +230,17 @@ func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models
 	if call.Name == models.DelegateToolName {
 		return t.delegate(ctx, call, execID)
 	}
+	mcpTools := models.MCPToolKeys(t.Agent.Tools)
+	summary := fmt.Sprintf("tool %s · %s", call.Name, t.Source.AgentName)
+	if server, tool, isMCP := models.ParseMCPFunctionName(call.Name); isMCP && len(mcpTools) > 0 {
+		// The Web UI's line for an MCP call names its server. A summary is
+		// metadata, not part of the command replay compares.
+		summary = fmt.Sprintf("mcp %s/%s · %s", server, tool, t.Source.AgentName)
+	}
 	tctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: toolTimeout(t.Options),
 		HeartbeatTimeout:    t.Options.HeartbeatTimeout,
-		Summary:             fmt.Sprintf("tool %s · %s", call.Name, t.Source.AgentName),
+		Summary:             summary,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: t.Options.RetryInitial, BackoffCoefficient: 2, MaximumInterval: t.Options.RetryMax,
 			MaximumAttempts: models.MaxToolAttempts,
@@ -243,7 +250,7 @@ func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models
 	var out models.ToolOutput
 	err := workflow.ExecuteActivity(tctx, a.RunTool, models.ToolInput{
 		RunID: t.RunID, Source: t.Source, ExecutionID: execID, Call: call, RunOptions: t.Options,
-		ReturnEvents: t.Events.returnsEvents(), MCPTools: models.MCPToolKeys(t.Agent.Tools),
+		ReturnEvents: t.Events.returnsEvents(), MCPTools: mcpTools,
 	}).Get(ctx, &out)
 	t.Events.apply(out.Events)
 	out.Events = nil
