@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"mime"
 	"net/http"
 	"strconv"
@@ -51,21 +52,13 @@ func artifactInfos(list []store.Artifact) []ArtifactInfo {
 // listArtifacts is artifacts/list: {"run_id"} → the run's artifacts, in
 // the order they were stored, without their bytes.
 func (s *Server) listArtifacts(c *gin.Context) {
-	id, valid := readID[runIDInput](s, c)
-	if !valid {
-		return
-	}
-	ctx := c.Request.Context()
-	if _, err := s.visibleRun(ctx, id); err != nil {
-		s.writeError(c, err)
-		return
-	}
-	list, err := s.store.ListArtifacts(ctx, id)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	ok(c, gin.H{"run_id": id, "artifacts": artifactInfos(list)})
+	s.serveRunList(c, "artifacts", func(ctx context.Context, runID string) (any, error) {
+		list, err := s.store.ListArtifacts(ctx, runID)
+		if err != nil {
+			return nil, err
+		}
+		return artifactInfos(list), nil
+	})
 }
 
 // downloadArtifact is GET /api/v1/artifacts/{id}: the file itself. The
