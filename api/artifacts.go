@@ -73,8 +73,18 @@ func (s *Server) downloadArtifact(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	p, _ := auth.PrincipalFrom(ctx)
-	a, err := s.store.GetArtifact(ctx, id, tenantFilter(ctx), p.RunID)
+	// A run-scoped principal (a stream token) names its run by public id;
+	// artifacts are stored under the run's key.
+	var runKey string
+	if p, _ := auth.PrincipalFrom(ctx); p.RunID != "" {
+		run, err := s.visibleRun(ctx, p.RunID)
+		if err != nil {
+			s.writeError(c, models.Errorf(models.CodeArtifactNotFound, "artifact %q not found", id))
+			return
+		}
+		runKey = run.ID
+	}
+	a, err := s.store.GetArtifact(ctx, id, tenantFilter(ctx), runKey)
 	if err != nil {
 		s.writeError(c, err)
 		return

@@ -45,17 +45,19 @@ func (s *Server) listEvents(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	if _, err := s.visibleRun(ctx, id); err != nil {
+	run, err := s.visibleRun(ctx, id)
+	if err != nil {
 		s.writeError(c, err)
 		return
 	}
 	limit := f.Limit
 	f.Limit++ // one more tells whether there is a next page
-	evs, err := s.store.ListEvents(ctx, id, f)
+	evs, err := s.store.ListEvents(ctx, run.ID, f)
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
+	publicEvents(evs, run.PublicID)
 	page := eventsPage{Events: evs, NextAfter: in.After}
 	if len(evs) > limit {
 		page.Events, page.HasMore = evs[:limit], true

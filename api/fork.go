@@ -68,7 +68,7 @@ func (s *Server) forkRun(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	ok(c, gin.H{"id": fork.ID, "workflow_id": fork.WorkflowID, "status": fork.Status, "thread_id": fork.ThreadID,
+	ok(c, gin.H{"id": fork.PublicID, "workflow_id": fork.WorkflowID, "status": fork.Status, "thread_id": fork.ThreadID,
 		"forked_from": fork.ForkedFrom, "fork_point": point, "requested_sequence": *in.AfterSequence})
 }
 
@@ -79,12 +79,12 @@ func (s *Server) forkPoints(c *gin.Context) {
 	if !valid {
 		return
 	}
-	_, an, err := s.forkAnalysis(c.Request.Context(), id)
+	run, an, err := s.forkAnalysis(c.Request.Context(), id)
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
-	ok(c, gin.H{"id": id, "points": an.Points})
+	ok(c, gin.H{"id": run.PublicID, "points": an.Points})
 }
 
 // forkAnalysis reads a run the caller can see (404 otherwise) that has
@@ -123,7 +123,8 @@ func (r *Runs) Fork(ctx context.Context, run *store.Run, an *models.ForkAnalysis
 	if changes == nil {
 		changes = &forkChangesInput{}
 	}
-	seed := an.Seed(run.ID, point)
+	// The fork names its original as the tenant knows it.
+	seed := an.Seed(run.PublicID, point)
 	if err := models.ApplyForkChanges(seed, point, changes.ForkChanges, h, run.Task); err != nil {
 		return nil, err
 	}
@@ -164,8 +165,8 @@ func (r *Runs) Fork(ctx context.Context, run *store.Run, an *models.ForkAnalysis
 	}
 	var previous *models.PreviousRun
 	if run.PreviousRunID != "" {
-		// A follow-up's fork follows up the same run.
-		p, err := r.Store.GetRun(ctx, run.PreviousRunID)
+		// A follow-up's fork follows up the same run (of the same tenant).
+		p, err := r.Store.GetTenantRun(ctx, tenant, tenant, run.PreviousRunID)
 		if err != nil {
 			return nil, err
 		}
@@ -180,11 +181,11 @@ func (r *Runs) Fork(ctx context.Context, run *store.Run, an *models.ForkAnalysis
 	start := client.StartWorkflowOptions{
 		ID:            fork.WorkflowID,
 		TaskQueue:     r.TaskQueue,
-		StaticSummary: fmt.Sprintf("%s: fork of %s at %d: %s", h.Name, run.ID, point.Sequence, oneLine(run.Task, 160)),
+		StaticSummary: fmt.Sprintf("%s: fork of %s at %d: %s", h.Name, run.PublicID, point.Sequence, oneLine(run.Task, 160)),
 		StaticDetails: fmt.Sprintf("Hierarchy %s (%s), %d teams, %s.\n\nTask: %s\n\nForked from run %s (workflow %s) after event %d (%s, team %s).",
-			h.Name, h.ID, len(h.Teams), h.ExecutionMode, run.Task, run.ID, run.WorkflowID, point.Sequence, point.Kind, point.TeamName),
+			h.Name, h.ID, len(h.Teams), h.ExecutionMode, run.Task, run.PublicID, run.WorkflowID, point.Sequence, point.Kind, point.TeamName),
 	}
-	start.TypedSearchAttributes = r.startSearchAttributes(h, tenant, run.ID)
+	start.TypedSearchAttributes = r.startSearchAttributes(h, tenant, run.PublicID)
 	_, err = r.Temporal.ExecuteWorkflow(ctx, start, models.RunWorkflowName, models.RunInput{
 		RunID: id, Task: run.Task, Hierarchy: *h, Options: r.runOptions(tenant, opts), OfflineAgents: offline, Previous: previous, Fork: seed,
 	})
@@ -210,7 +211,7 @@ func (r *Runs) forkHierarchy(ctx context.Context, run *store.Run) (*models.Hiera
 	h, err := r.Store.GetHierarchy(ctx, run.HierarchyID)
 	if err != nil {
 		if models.ErrorCode(err) == models.CodeHierarchyNotFound {
-			return nil, models.Errorf(models.CodeExecutionInProgress, "run %q was stored before runs kept their hierarchy, and its hierarchy %q is deleted: it cannot be forked", run.ID, run.HierarchyID)
+			return nil, models.Errorf(models.CodeExecutionInProgress, "run %q was stored before runs kept their hierarchy, and its hierarchy %q is deleted: it cannot be forked", run.PublicID, run.HierarchyID)
 		}
 		return nil, err
 	}

@@ -191,7 +191,8 @@ func (h *hub) query(ctx context.Context, workflowID string, after int64) (models
 
 // acquire subscribes to the run's feed, starting its poller at the
 // subscriber's resume point if the run has none in this process yet.
-func (h *hub) acquire(runID, workflowID string, cursor int64) *feed {
+// runID is the run's key, publicID the id its events show (store.Run).
+func (h *hub) acquire(runID, publicID, workflowID string, cursor int64) *feed {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	f := h.feeds[runID]
@@ -200,7 +201,7 @@ func (h *hub) acquire(runID, workflowID string, cursor int64) *feed {
 		// was the run's terminal one, the feed learns that the run has ended.
 		start := max(cursor-1, 0)
 		ctx, cancel := context.WithCancel(context.Background())
-		f = &feed{hub: h, runID: runID, workflowID: workflowID, stop: cancel, first: start + 1, last: start, changed: make(chan struct{})}
+		f = &feed{hub: h, runID: runID, publicID: publicID, workflowID: workflowID, stop: cancel, first: start + 1, last: start, changed: make(chan struct{})}
 		h.feeds[runID] = f
 		h.pollers.Add(1)
 		go f.poll(ctx)
@@ -255,7 +256,11 @@ type frame struct {
 	data     []byte // the event's JSON: a part of msg
 }
 
-func encodeFrame(e models.Event) (frame, error) {
+// encodeFrame encodes e as its run's tenant sees it: with publicID, the
+// run's public id, as its run_id (the workflow and the store know the run
+// by its key; see store.Run).
+func encodeFrame(e models.Event, publicID string) (frame, error) {
+	e.RunID = publicID
 	data, err := json.Marshal(e)
 	if err != nil {
 		return frame{}, fmt.Errorf("encode event %d: %w", e.Sequence, err)
@@ -291,7 +296,8 @@ func isTerminalEvent(k models.EventKind) bool {
 // by closing the changed channel.
 type feed struct {
 	hub        *hub
-	runID      string
+	runID      string // the run's key
+	publicID   string // the run's public id, its events' run_id
 	workflowID string
 	stop       context.CancelFunc
 
@@ -344,7 +350,7 @@ func (f *feed) isEnded() bool {
 func (f *feed) append(events []models.Event, terminal bool, lastSeq int64) (int, error) {
 	frames := make([]frame, 0, len(events))
 	for _, e := range events {
-		fr, err := encodeFrame(e)
+		fr, err := encodeFrame(e, f.publicID)
 		if err != nil {
 			return 0, err
 		}
@@ -622,12 +628,12 @@ func (f *feed) finishFromStore(ctx context.Context) bool {
 // what the feed holds: from the database, or where the database does not
 // have them yet, from the workflow. It returns at least one event or an
 // error.
-func (h *hub) backlog(ctx context.Context, runID, workflowID string, cursor, upto int64) ([]frame, error) {
+func (h *hub) backlog(ctx context.Context, runID, publicID, workflowID string, cursor, upto int64) ([]frame, error) {
 	evs, err := h.store.ListEvents(ctx, runID, store.EventFilter{After: cursor, Limit: int(min(upto-cursor, storePageSize))})
 	if err != nil {
 		return nil, err
 	}
-	frames, err := contiguous(evs, cursor, upto)
+	frames, err := contiguous(evs, publicID, cursor, upto)
 	if err != nil || len(frames) > 0 {
 		return frames, err
 	}
@@ -635,21 +641,21 @@ func (h *hub) backlog(ctx context.Context, runID, workflowID string, cursor, upt
 	if err != nil {
 		return nil, err
 	}
-	if frames, err = contiguous(page.Events, cursor, upto); err == nil && len(frames) == 0 {
+	if frames, err = contiguous(page.Events, publicID, cursor, upto); err == nil && len(frames) == 0 {
 		err = fmt.Errorf("run %s: event %d is neither stored nor held by the workflow", runID, cursor+1)
 	}
 	return frames, err
 }
 
 // contiguous encodes the events that follow cursor without a gap, up to
-// upto.
-func contiguous(evs []models.Event, cursor, upto int64) ([]frame, error) {
+// upto, with publicID as their run_id.
+func contiguous(evs []models.Event, publicID string, cursor, upto int64) ([]frame, error) {
 	var out []frame
 	for _, e := range evs {
 		if e.Sequence != cursor+1 || e.Sequence > upto {
 			break
 		}
-		fr, err := encodeFrame(e)
+		fr, err := encodeFrame(e, publicID)
 		if err != nil {
 			return nil, err
 		}
@@ -657,4 +663,12 @@ func contiguous(evs []models.Event, cursor, upto int64) ([]frame, error) {
 		cursor = e.Sequence
 	}
 	return out, nil
+}
+
+// publicEvents shows a run's events as its tenant sees them: with the run's
+// public id as their run_id (see encodeFrame).
+func publicEvents(evs []models.Event, publicID string) {
+	for i := range evs {
+		evs[i].RunID = publicID
+	}
 }

@@ -31,7 +31,7 @@ func FuzzEncodeFrame(f *testing.F) {
 			Event:  models.EventKind{Category: category, Action: action},
 			Data:   map[string]any{"text": text, key: num, "nested": map[string]any{key: []any{text, true}}},
 		}
-		fr, err := encodeFrame(e)
+		fr, err := encodeFrame(e, runID)
 		if err != nil {
 			// Only a number JSON cannot hold may fail to encode.
 			t.Skipf("not encodable: %v", err)

@@ -12,7 +12,10 @@ import (
 	"sync"
 	"testing"
 
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/op-stack/executor/api"
 	"github.com/op-stack/executor/auth"
@@ -22,7 +25,8 @@ import (
 )
 
 // startRecorder stands in for Temporal in runs/start: it records the
-// workflows started and starts nothing. Any other call panics (the
+// workflows started and starts nothing. Any other call it does not answer
+// below panics (the
 // embedded interface is nil): these tests make none.
 type startRecorder struct {
 	client.Client
@@ -40,6 +44,16 @@ func (r *startRecorder) ExecuteWorkflow(_ context.Context, _ client.StartWorkflo
 // CheckHealth answers the API's Temporal gate (temporalgate.go): healthy.
 func (r *startRecorder) CheckHealth(context.Context, *client.CheckHealthRequest) (*client.CheckHealthResponse, error) {
 	return &client.CheckHealthResponse{}, nil
+}
+
+// DescribeWorkflowExecution and QueryWorkflow answer as for a workflow
+// that has not started yet (runs/get asks both).
+func (r *startRecorder) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	return nil, serviceerror.NewNotFound("not started")
+}
+
+func (r *startRecorder) QueryWorkflow(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
+	return nil, serviceerror.NewNotFound("not started")
 }
 
 func (r *startRecorder) count() int {
@@ -206,9 +220,10 @@ func TestMessageIDReservedAtStart(t *testing.T) {
 }
 
 // TestCallerChosenIDsAreTenantScoped (issue 23, item 8): a sub-agent id
-// another tenant uses is free in this one (it used to be "is taken"), each
-// tenant reads its own, and asking for another tenant's run, hierarchy or
-// sub-agent answers exactly what an unknown id of the same length answers.
+// or run id another tenant uses is free in this one (it used to be "is
+// taken"), each tenant reads its own, and asking for another tenant's run,
+// hierarchy or sub-agent answers exactly what an unknown id of the same
+// length answers.
 func TestCallerChosenIDsAreTenantScoped(t *testing.T) {
 	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
 		a := newTenantAPI(t, st)
@@ -243,11 +258,73 @@ func TestCallerChosenIDsAreTenantScoped(t *testing.T) {
 		var run struct {
 			ID string `json:"id"`
 		}
-		a.mustPost("acme", pathRunsStart, map[string]any{"hierarchy_id": h.ID, "task": "t", "id": "run-chosen"}, &run)
+		a.mustPost("acme", pathRunsStart, map[string]any{"hierarchy_id": h.ID, "task": "t", "id": "run-acme-only"}, &run)
 		a.mustPost("acme", pathSACreate, map[string]any{"id": "sa-acme-only", "name": "only", "system_prompt": "p"}, nil)
 
+		// A run id is the tenant's own: both tenants start "run-chosen",
+		// each reads its own under it, and the workflows differ. The same
+		// tenant's second start is still a 409 naming the field.
+		starts := map[string]struct {
+			ID         string `json:"id"`
+			WorkflowID string `json:"workflow_id"`
+			ThreadID   string `json:"thread_id"`
+		}{}
+		for _, tenant := range []string{"acme", "globex"} {
+			var hid struct {
+				ID string `json:"hierarchy_id"`
+			}
+			a.mustPost(tenant, pathCreate, contractBody(), &hid)
+			var st struct {
+				ID         string `json:"id"`
+				WorkflowID string `json:"workflow_id"`
+				ThreadID   string `json:"thread_id"`
+			}
+			a.mustPost(tenant, pathRunsStart, map[string]any{"hierarchy_id": hid.ID, "task": "the task of " + tenant, "id": "run-chosen"}, &st)
+			if st.ID != "run-chosen" || st.ThreadID != "run-chosen" {
+				t.Fatalf("%s started %+v; want id and thread_id run-chosen", tenant, st)
+			}
+			starts[tenant] = st
+		}
+		if starts["acme"].WorkflowID == starts["globex"].WorkflowID || strings.Contains(starts["acme"].WorkflowID, "run-chosen") {
+			t.Fatalf("workflow ids %q and %q: want two distinct generated keys", starts["acme"].WorkflowID, starts["globex"].WorkflowID)
+		}
+		for _, tenant := range []string{"acme", "globex"} {
+			var got struct {
+				ID         string `json:"id"`
+				Task       string `json:"task"`
+				WorkflowID string `json:"workflow_id"`
+			}
+			a.mustPost(tenant, "/api/executor/v1/runs/get", map[string]any{"id": "run-chosen"}, &got)
+			if got.ID != "run-chosen" || got.Task != "the task of "+tenant || got.WorkflowID != starts[tenant].WorkflowID {
+				t.Fatalf("%s reads %+v", tenant, got)
+			}
+			var list struct {
+				Items []struct {
+					ID string `json:"id"`
+				} `json:"items"`
+			}
+			a.mustPost(tenant, "/api/executor/v1/runs/list", map[string]any{"thread_id": "run-chosen"}, &list)
+			if len(list.Items) != 1 || list.Items[0].ID != "run-chosen" {
+				t.Fatalf("%s lists the thread as %+v", tenant, list.Items)
+			}
+			var tok struct {
+				StreamURL string `json:"stream_url"`
+			}
+			a.mustPost(tenant, "/api/executor/v1/runs/stream-token", map[string]any{"id": "run-chosen"}, &tok)
+			if !strings.HasPrefix(tok.StreamURL, "/api/executor/v1/runs/run-chosen/stream?token=") {
+				t.Fatalf("%s's stream url = %q", tenant, tok.StreamURL)
+			}
+		}
+		if len(a.temporal.started) < 2 || a.temporal.started[len(a.temporal.started)-1].RunID == "run-chosen" {
+			t.Fatalf("the workflow's run id is the caller's id, not the run's key: %+v", a.temporal.started)
+		}
+		status, env, raw := a.post("acme", pathRunsStart, map[string]any{"hierarchy_id": h.ID, "task": "again", "id": "run-chosen"})
+		if status != http.StatusConflict || env.Code != 40902 || env.Field != "id" || !strings.Contains(raw, `run-chosen`) {
+			t.Fatalf("acme reusing its own run id: %d %s", status, raw)
+		}
+
 		for _, c := range []struct{ path, field, owned, unknown string }{
-			{"/api/executor/v1/runs/get", "id", "run-chosen", "run-unknow"},
+			{"/api/executor/v1/runs/get", "id", "run-acme-only", "run-unknown-a"},
 			{pathGet, "hierarchy_id", h.ID, "00000000-0000-0000-0000-000000000000"},
 			{pathSAGet, "id", "sa-acme-only", "sa-unknown-"},
 		} {

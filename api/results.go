@@ -285,7 +285,7 @@ func BuildResults(in ResultsInput) *Results {
 		res = &models.RunResult{}
 	}
 	out := &Results{
-		ExecutionID: run.ID,
+		ExecutionID: run.PublicID,
 		TeamID:      run.HierarchyID,
 		ExecutionSummary: ExecutionSummary{
 			Status: run.Status, StartedAt: run.StartedAt, CompletedAt: run.CompletedAt,
@@ -877,7 +877,7 @@ func (s *Server) formatResults(ctx context.Context, id string, in formatInputBod
 	}
 	result := s.currentResult(ctx, run)
 	if result == nil || (len(result.Teams) == 0 && result.FinalAnswer == "") {
-		return nil, models.Errorf(models.CodeExecutionInProgress, "execution %q has no output to format yet (status %s)", run.ID, run.Status)
+		return nil, models.Errorf(models.CodeExecutionInProgress, "execution %q has no output to format yet (status %s)", run.PublicID, run.Status)
 	}
 	if s.runs.Temporal == nil {
 		return nil, models.Errorf(models.CodeUnavailable, "formatting is not served by this process")
@@ -902,7 +902,7 @@ func (s *Server) formatResults(ctx context.Context, id string, in formatInputBod
 		ID:                       wid,
 		TaskQueue:                s.runs.TaskQueue,
 		WorkflowExecutionTimeout: formatTimeout,
-		StaticSummary:            "format results of run " + run.ID,
+		StaticSummary:            "format results of run " + run.PublicID,
 	}, models.FormatResultsWorkflowName, input)
 	if err != nil {
 		return nil, &models.Error{Code: models.CodeUnavailable, Message: "could not start formatting: Temporal is unavailable", Err: err}

@@ -21,7 +21,7 @@ func at(sec float64) *time.Time {
 // (turns 1 and 3), writing failed, review was skipped.
 func handMadeRun() ResultsInput {
 	run := &store.Run{
-		ID: "exec-1", HierarchyID: "ht-1", HierarchyName: "research_analysis_team", Task: "AI in medicine",
+		ID: "key-1", PublicID: "exec-1", HierarchyID: "ht-1", HierarchyName: "research_analysis_team", Task: "AI in medicine",
 		Status: models.RunFailed, Error: "team writing failed: worker \"writer\" (agent_id w-writer) calling model \"gpt-4o\": HTTP 401",
 		CreatedAt: t0, StartedAt: at(0), CompletedAt: at(90.5), UpdatedAt: *at(90.5),
 	}

@@ -159,7 +159,7 @@ func (s *Server) startRun(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	ok(c, gin.H{"id": run.ID, "workflow_id": run.WorkflowID, "status": run.Status, "thread_id": run.ThreadID})
+	ok(c, gin.H{"id": run.PublicID, "workflow_id": run.WorkflowID, "status": run.Status, "thread_id": run.ThreadID})
 }
 
 // previousRun reads a start's optional previous_run_id (field names it in
@@ -275,12 +275,12 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 	if err := r.checkConcurrency(ctx, tenant); err != nil {
 		return nil, err
 	}
-	id := opts.RunID
-	if id == "" {
-		id = models.NewID()
-	}
+	// The run's key is always generated: a caller-chosen id is the run's
+	// public id, unique in its tenant only (issue 23, item 8), while the
+	// key names the workflow and must be unique across tenants.
+	id := models.NewID()
 	run := &store.Run{
-		ID: id, HierarchyID: h.ID, HierarchyName: h.Name, TotalTeams: len(h.Teams),
+		ID: id, PublicID: firstNonEmpty(opts.RunID, id), HierarchyID: h.ID, HierarchyName: h.Name, TotalTeams: len(h.Teams),
 		WorkflowID: models.RunWorkflowID(id), Task: task, TenantID: tenant,
 		// Kept for forks (runs/fork), which start from them.
 		Hierarchy: h, ExecutionConfig: &store.ExecutionConfig{
@@ -292,7 +292,7 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 	}
 	var previous *models.PreviousRun
 	if p := opts.Previous; p != nil {
-		run.ThreadID, run.PreviousRunID = firstNonEmpty(p.ThreadID, p.ID), p.ID
+		run.ThreadID, run.PreviousRunID = firstNonEmpty(p.ThreadID, p.PublicID), p.PublicID
 		if previous, err = r.previousInput(ctx, p, run.ThreadID); err != nil {
 			return nil, err
 		}
@@ -302,7 +302,7 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 		if errors.As(err, &e) && e.Code == models.CodeAlreadyExists {
 			// The store names its columns; the answer names the surface's
 			// fields (contract 002's or spec 001's).
-			field, value := opts.runField, id
+			field, value := opts.runField, run.PublicID
 			switch e.Field {
 			case "message_id":
 				field, value = opts.messageField, opts.MessageID
@@ -319,7 +319,7 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 		ID:            run.WorkflowID,
 		TaskQueue:     r.TaskQueue,
 		StaticSummary: h.Name + ": " + oneLine(task, 200),
-		StaticDetails: fmt.Sprintf("Hierarchy %s (%s), %d teams, %s.\n\nTask: %s", h.Name, h.ID, len(h.Teams), h.ExecutionMode, task),
+		StaticDetails: fmt.Sprintf("Run %s. Hierarchy %s (%s), %d teams, %s.\n\nTask: %s", run.PublicID, h.Name, h.ID, len(h.Teams), h.ExecutionMode, task),
 	}
 	if previous != nil {
 		start.StaticDetails += fmt.Sprintf("\n\nFollows up run %s (thread %s).", previous.RunID, previous.ThreadID)
@@ -331,7 +331,7 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) {
 			// A caller-set id whose workflow exists (its run row was removed).
-			return nil, &models.Error{Code: models.CodeAlreadyExists, Field: opts.runField, Message: fmt.Sprintf("%s %q is taken", firstNonEmpty(opts.runField, "run id"), id), Err: err}
+			return nil, &models.Error{Code: models.CodeAlreadyExists, Field: opts.runField, Message: fmt.Sprintf("%s %q is taken", firstNonEmpty(opts.runField, "run id"), run.PublicID), Err: err}
 		}
 		return nil, &models.Error{Code: models.CodeUnavailable, Message: "could not start the run's workflow: Temporal is unavailable", Err: err}
 	}
@@ -367,7 +367,7 @@ func (r *Runs) startSearchAttributes(h *models.Hierarchy, tenant, forkedFrom str
 // to their stored messages and the whole within the context limits
 // (models.PreviousRunContext).
 func (r *Runs) previousInput(ctx context.Context, p *store.Run, thread string) (*models.PreviousRun, error) {
-	src := models.PreviousRunSource{RunID: p.ID, Status: p.Status, Task: p.Task, FinalAnswer: p.FinalAnswer, Error: p.Error}
+	src := models.PreviousRunSource{RunID: p.PublicID, Status: p.Status, Task: p.Task, FinalAnswer: p.FinalAnswer, Error: p.Error}
 	if p.Result != nil {
 		src.Teams = p.Result.Teams
 		if src.FinalAnswer == "" {
@@ -381,7 +381,7 @@ func (r *Runs) previousInput(ctx context.Context, p *store.Run, thread string) (
 		}
 		src.FinalAnswerMessageID = id
 	}
-	return &models.PreviousRun{RunID: p.ID, ThreadID: thread, Status: p.Status, Context: models.PreviousRunContext(src, r.Options)}, nil
+	return &models.PreviousRun{RunID: p.PublicID, ThreadID: thread, Status: p.Status, Context: models.PreviousRunContext(src, r.Options)}, nil
 }
 
 func (r *Runs) runOptions(tenant string, opts StartOptions) models.RunOptions {

@@ -149,7 +149,7 @@ func (s *Server) serveStream(c *gin.Context, id string, after *int64, format, tr
 		// Spec 001's enable_streaming / stream_events false: this
 		// execution is polled, not streamed (contract 002's stream of the
 		// run, the executor's log, still serves).
-		s.writeError(c, models.Errorf(models.CodeStreamingDisabled, "execution %q was started with streaming off (execution_config.stream_events false, or its team's global_config.enable_streaming false); poll GET %s/executions/%s and read its results", run.ID, V1Prefix, run.ID))
+		s.writeError(c, models.Errorf(models.CodeStreamingDisabled, "execution %q was started with streaming off (execution_config.stream_events false, or its team's global_config.enable_streaming false); poll GET %s/executions/%s and read its results", run.PublicID, V1Prefix, run.PublicID))
 		return
 	}
 	live := !models.IsTerminal(run.Status)
@@ -162,7 +162,7 @@ func (s *Server) serveStream(c *gin.Context, id string, after *int64, format, tr
 	if format == streamSpec001 {
 		// Spec 001's events depend on what came before: the log is read
 		// from its start and sent after the resume point.
-		sub.format = &formatV1{tr: newV1Translator(run.ID, run.HierarchyID, s.teamIDsByName(ctx, run)), resume: resume}
+		sub.format = &formatV1{tr: newV1Translator(run.PublicID, run.HierarchyID, s.teamIDsByName(ctx, run)), resume: resume}
 		cursor = 0
 	}
 	h := s.streams
@@ -187,14 +187,15 @@ func (s *Server) serveStream(c *gin.Context, id string, after *int64, format, tr
 	}
 	if !live {
 		// Every event of a finished run is stored: no worker is woken.
-		s.streamStored(ctx, sub, run.ID, cursor)
+		s.streamStored(ctx, sub, run, cursor)
 		return
 	}
 	s.streamLive(ctx, sub, run, cursor, resume)
 }
 
 // streamStored sends a finished run's events from the database.
-func (s *Server) streamStored(ctx context.Context, conn *subscriber, runID string, cursor int64) {
+func (s *Server) streamStored(ctx context.Context, conn *subscriber, run *store.Run, cursor int64) {
+	runID := run.ID
 	for {
 		evs, err := s.store.ListEvents(ctx, runID, store.EventFilter{After: cursor, Limit: storePageSize})
 		if err != nil {
@@ -203,7 +204,7 @@ func (s *Server) streamStored(ctx context.Context, conn *subscriber, runID strin
 		}
 		frames := make([]frame, 0, len(evs))
 		for _, e := range evs {
-			fr, err := encodeFrame(e)
+			fr, err := encodeFrame(e, run.PublicID)
 			if err != nil {
 				s.logStreamError(ctx, runID, err)
 				return
@@ -230,7 +231,7 @@ func (s *Server) streamStored(ctx context.Context, conn *subscriber, runID strin
 // its client has (they differ for spec 001's events, read from the start).
 func (s *Server) streamLive(ctx context.Context, conn *subscriber, run *store.Run, cursor, resume int64) {
 	h := s.streams
-	f := h.acquire(run.ID, run.WorkflowID, resume)
+	f := h.acquire(run.ID, run.PublicID, run.WorkflowID, resume)
 	defer h.release(f)
 	keepAlive := time.NewTimer(h.opts.KeepAlive)
 	defer keepAlive.Stop()
@@ -247,7 +248,7 @@ func (s *Server) streamLive(ctx context.Context, conn *subscriber, run *store.Ru
 		frames, behind, done, changed := f.read(cursor)
 		if behind > 0 {
 			var err error
-			if frames, err = h.backlog(ctx, run.ID, run.WorkflowID, cursor, behind); err != nil {
+			if frames, err = h.backlog(ctx, run.ID, run.PublicID, run.WorkflowID, cursor, behind); err != nil {
 				if failures++; failures >= backlogAttempts || ctx.Err() != nil {
 					s.logStreamError(ctx, run.ID, err)
 					return

@@ -55,12 +55,14 @@ func (s *Server) issueStreamToken(ctx context.Context, runID string, v1 bool) (s
 	if p, ok := auth.PrincipalFrom(ctx); ok && p.Method == auth.MethodAPIKey {
 		keyID = p.KeyID
 	}
-	if err := s.store.CreateKeyStreamToken(ctx, auth.HashSecret(token), run.ID, tenantOrDefault(run.TenantID), keyID, expires); err != nil {
+	// The token names the run as its tenant does (public id and tenant),
+	// as the stream's path does.
+	if err := s.store.CreateKeyStreamToken(ctx, auth.HashSecret(token), run.PublicID, tenantOrDefault(run.TenantID), keyID, expires); err != nil {
 		return streamTokenResponse{}, err
 	}
-	path := ExecutorPrefix + "/runs/" + run.ID + "/stream"
+	path := ExecutorPrefix + "/runs/" + run.PublicID + "/stream"
 	if v1 {
-		path = V1Prefix + "/executions/" + run.ID + "/stream"
+		path = V1Prefix + "/executions/" + run.PublicID + "/stream"
 	}
 	return streamTokenResponse{Token: token, ExpiresAt: models.FormatTimestamp(expires), StreamURL: path + "?token=" + token}, nil
 }

@@ -46,16 +46,21 @@ func tenantFilter(ctx context.Context) string {
 // hold NUL), and an unknown id answers the same without one.
 const noTenant = "\x00none"
 
-// visibleRun loads a run the request may see. The tenant is part of the
-// query (store.GetTenantRun), so another tenant's run and an unknown id do
-// the same work and answer the same 404 (issue 23, item 8).
+// visibleRun loads the run the request knows by id (its public id, unique
+// in a tenant; see store.Run). The tenant is part of the query
+// (store.GetTenantRun), so another tenant's run and an unknown id do the
+// same work and answer the same 404 (issue 23, item 8). A principal that
+// sees every tenant gets its own tenant's run first. Handlers use the
+// answer's ID (its key) for everything stored and its PublicID in answers.
 func (s *Server) visibleRun(ctx context.Context, id string) (*store.Run, error) {
 	notFound := models.Errorf(models.CodeExecutionNotFound, "run %q not found", id)
 	tenant := tenantFilter(ctx)
+	// A stream token's principal may read its one run only: its tenant's
+	// run by that public id.
 	if p, _ := auth.PrincipalFrom(ctx); tenant == noTenant || (p.RunID != "" && p.RunID != id) {
 		return nil, notFound
 	}
-	run, err := s.store.GetTenantRun(ctx, tenant, id)
+	run, err := s.store.GetTenantRun(ctx, tenant, ownTenant(ctx), id)
 	if models.ErrorCode(err) == models.CodeExecutionNotFound {
 		return nil, notFound
 	}

@@ -180,17 +180,17 @@ func (s *Server) v1Execute(c *gin.Context) {
 	}
 	var streamURL any // null: streaming is off for this execution
 	if runStreams(run) {
-		streamURL = V1Prefix + "/executions/" + run.ID + "/stream"
+		streamURL = V1Prefix + "/executions/" + run.PublicID + "/stream"
 	}
 	okV1(c, CodeExecutionStarted, "execution started", gin.H{
-		"execution_id": run.ID,
+		"execution_id": run.PublicID,
 		"team_id":      h.ID,
 		"status":       "started",
 		"started_at":   run.CreatedAt,
 		"task":         task,
 		"thread_id":    run.ThreadID,
 		"stream_url":   streamURL,
-		"results_url":  V1Prefix + "/executions/" + run.ID + "/results",
+		"results_url":  V1Prefix + "/executions/" + run.PublicID + "/results",
 		// The mean of the team's latest completed executions; null before
 		// the first one.
 		"estimated_duration": s.estimatedDuration(ctx, run),
@@ -231,7 +231,7 @@ func (s *Server) v1GetExecution(c *gin.Context) {
 		p.CompletedTeams = append(p.CompletedTeams, lookupID(ids, name))
 	}
 	data := gin.H{
-		"execution_id": run.ID,
+		"execution_id": run.PublicID,
 		"team_id":      run.HierarchyID,
 		"team_name":    run.HierarchyName,
 		"task":         run.Task,

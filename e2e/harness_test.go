@@ -449,9 +449,15 @@ func callsMatching(calls []llmfake.Call, s string) []llmfake.Call {
 // storedEvents reads a run's whole stored log from the database.
 func (e *testEnv) storedEvents(id string) []models.Event {
 	e.t.Helper()
+	// id is the run's id as the API shows it: the store keeps its events
+	// under the run's key (store.Run).
+	run, err := e.store.GetTenantRun(context.Background(), "", "", id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	var all []models.Event
 	for after := int64(0); ; {
-		page, err := e.store.ListEvents(context.Background(), id, store.EventFilter{After: after, Limit: 1000})
+		page, err := e.store.ListEvents(context.Background(), run.ID, store.EventFilter{After: after, Limit: 1000})
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -221,7 +221,7 @@ func TestOtherTenantsIDTakesTheUnknownIDPath(t *testing.T) {
 			owned string
 			load  func(id string) error
 		}{
-			{"run", "run-a", func(id string) error { _, err := st.GetTenantRun(ctx, "b", id); return err }},
+			{"run", "run-a", func(id string) error { _, err := st.GetTenantRun(ctx, "b", "b", id); return err }},
 			{"hierarchy", "h-a", func(id string) error { _, err := st.GetTenantHierarchy(ctx, "b", id); return err }},
 			{"sub-agent", "sa-a", func(id string) error { _, err := st.GetSubAgent(ctx, "b", "b", id); return err }},
 		} {
@@ -243,12 +243,72 @@ func TestOtherTenantsIDTakesTheUnknownIDPath(t *testing.T) {
 			}
 			// The owner still reads it.
 			if err := map[string]func() error{
-				"run":       func() error { _, err := st.GetTenantRun(ctx, "a", c.owned); return err },
+				"run":       func() error { _, err := st.GetTenantRun(ctx, "a", "a", c.owned); return err },
 				"hierarchy": func() error { _, err := st.GetTenantHierarchy(ctx, "a", c.owned); return err },
 				"sub-agent": func() error { _, err := st.GetSubAgent(ctx, "a", "a", c.owned); return err },
 			}[c.kind](); err != nil {
 				t.Errorf("%s: the owner cannot read it: %v", c.kind, err)
 			}
+		}
+	})
+}
+
+// TestRunIDsPerTenant (issue 23, item 8): a run's public id is unique in
+// its tenant only. Two tenants store runs under one public id (with keys
+// of their own), each reads its own by it, a principal of every tenant
+// reads its own tenant's first, the run's key reads it whatever its
+// public id, and a run a process older than migration 00026 wrote (no
+// public id) is read by its key as its public id.
+func TestRunIDsPerTenant(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		for _, tenant := range []string{"a", "b"} {
+			r := pendingRun("key-"+tenant, tenant, "", "")
+			r.PublicID = "shared"
+			if err := st.CreateRun(ctx, r); err != nil {
+				t.Fatalf("tenant %s: %v", tenant, err)
+			}
+			if r.ThreadID != "shared" {
+				t.Errorf("tenant %s's thread = %q, want its public id", tenant, r.ThreadID)
+			}
+		}
+		again := pendingRun("key-a2", "a", "", "")
+		again.PublicID = "shared"
+		if f := takenField(t, st.CreateRun(ctx, again)); f != "id" {
+			t.Fatalf("a's second 'shared' refused on %q", f)
+		}
+		if _, err := st.GetRun(ctx, "key-a2"); models.ErrorCode(err) != models.CodeExecutionNotFound {
+			t.Fatalf("the refused run was stored: %v", err)
+		}
+		for _, c := range []struct{ tenant, prefer, wantKey string }{
+			{"a", "a", "key-a"}, {"b", "b", "key-b"}, {"", "b", "key-b"}, {"", "a", "key-a"},
+		} {
+			r, err := st.GetTenantRun(ctx, c.tenant, c.prefer, "shared")
+			if err != nil || r.ID != c.wantKey || r.PublicID != "shared" {
+				t.Fatalf("GetTenantRun(%q, %q, shared) = %+v, %v; want key %s", c.tenant, c.prefer, r, err, c.wantKey)
+			}
+		}
+		if _, err := st.GetTenantRun(ctx, "c", "c", "shared"); models.ErrorCode(err) != models.CodeExecutionNotFound {
+			t.Fatalf("tenant c reads another's run: %v", err)
+		}
+		if r, err := st.GetRun(ctx, "key-b"); err != nil || r.PublicID != "shared" || r.TenantID != "b" {
+			t.Fatalf("GetRun(key-b) = %+v, %v", r, err)
+		}
+		// A key is no public id: tenant a cannot reach its run by key.
+		if _, err := st.GetTenantRun(ctx, "a", "a", "key-a"); models.ErrorCode(err) != models.CodeExecutionNotFound {
+			t.Fatalf("a run read by its key as a public id: %v", err)
+		}
+
+		old := pendingRun("old-run", "a", "", "")
+		if err := st.CreateRun(ctx, old); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.DB().Exec("UPDATE execution SET public_id = NULL WHERE id = ?", "old-run").Error; err != nil {
+			t.Fatal(err)
+		}
+		r, err := st.GetTenantRun(ctx, "a", "a", "old-run")
+		if err != nil || r.ID != "old-run" || r.PublicID != "old-run" {
+			t.Fatalf("a run without a public id reads as %+v, %v", r, err)
 		}
 	})
 }

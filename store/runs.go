@@ -15,6 +15,7 @@ import (
 
 type runRow struct {
 	ID            string `gorm:"primaryKey"`
+	PublicID      string
 	TenantID      string
 	HierarchyID   string
 	HierarchyName string
@@ -41,24 +42,32 @@ type runRow struct {
 
 func (runRow) TableName() string { return "execution" }
 
-// Run is a stored run.
+// Run is a stored run. A run has two ids (issue 23, item 8): ID, its key,
+// unique across tenants, which names its workflow (models.RunWorkflowID)
+// and keys everything stored of it; and PublicID, the id its tenant knows
+// it by and every answer shows, unique within the tenant. They are equal
+// for a run whose id was generated; a caller-chosen id is the PublicID of
+// a run with a generated key, so another tenant's choice of the same id is
+// neither refused nor revealed.
 type Run struct {
-	ID            string `json:"id"`
+	ID            string `json:"-"`
+	PublicID      string `json:"id"`
 	TenantID      string `json:"tenant_id,omitempty"`
 	HierarchyID   string `json:"hierarchy_id"`
 	HierarchyName string `json:"hierarchy_name"`
 	TotalTeams    int    `json:"total_teams"`
 	WorkflowID    string `json:"workflow_id"`
 	Task          string `json:"task"`
-	// ThreadID names the run's thread: the id of its first run. A run
-	// started with previous_run_id (a follow-up) inherits its previous
+	// ThreadID names the run's thread: the public id of its first run. A
+	// run started with previous_run_id (a follow-up) inherits its previous
 	// run's thread; any other run starts a thread of its own.
 	ThreadID string `json:"thread_id"`
-	// PreviousRunID is the run this one follows up; empty for the first
-	// run of a thread.
+	// PreviousRunID is the public id of the run this one follows up (of
+	// the same tenant); empty for the first run of a thread.
 	PreviousRunID string `json:"previous_run_id,omitempty"`
-	// ForkedFrom names the run and the event this run was forked from
-	// (runs/fork); nil for a run that is no fork.
+	// ForkedFrom names the run (by public id, of the same tenant) and the
+	// event this run was forked from (runs/fork); nil for a run that is no
+	// fork.
 	ForkedFrom *models.ForkedFrom `json:"forked_from,omitempty"`
 	// ExecutionConfig is the run's execution_config as it ran; nil for a
 	// run stored before it was kept.
@@ -98,7 +107,8 @@ type ExecutionConfig struct {
 // r.UserMessageID stores the task as the user's message (spec 003). A
 // taken run id or message id is an AlreadyExists error whose Field is
 // "id", "message_id" or "user_message_id", and nothing is stored; of two
-// starts racing for one id, exactly one succeeds.
+// starts racing for one id, exactly one succeeds. Run ids are taken per
+// tenant (r.PublicID, which defaults to r.ID); r.ID must be a new key.
 func (s *Store) CreateRun(ctx context.Context, r *Run) error {
 	row, err := newPendingRunRow(r)
 	if err != nil {
@@ -130,10 +140,9 @@ func (s *Store) CreateRun(ctx context.Context, r *Run) error {
 	})
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
 		// A caller-set id (spec 003) that is taken: the message says no
-		// more than that. Message ids are the tenant's own; run ids are
-		// unique across tenants.
+		// more than that. Run and message ids are the tenant's own.
 		what := map[string]string{"id": "run id", "message_id": "message id", "user_message_id": "user message id"}[taken]
-		id := map[string]string{"id": r.ID, "message_id": r.AnswerMessageID, "user_message_id": r.UserMessageID}[taken]
+		id := map[string]string{"id": r.PublicID, "message_id": r.AnswerMessageID, "user_message_id": r.UserMessageID}[taken]
 		e := models.Errorf(models.CodeAlreadyExists, "%s %q is taken", what, id)
 		e.Field = taken
 		return e
@@ -148,11 +157,14 @@ func newPendingRunRow(r *Run) (runRow, error) {
 	now := time.Now().UTC()
 	r.CreatedAt, r.UpdatedAt, r.Status = now, now, models.RunPending
 	r.TenantID = tenantOr(r.TenantID)
+	if r.PublicID == "" {
+		r.PublicID = r.ID
+	}
 	if r.ThreadID == "" {
-		r.ThreadID = r.ID
+		r.ThreadID = r.PublicID
 	}
 	row := runRow{
-		ID: r.ID, TenantID: r.TenantID, HierarchyID: r.HierarchyID, HierarchyName: r.HierarchyName, TotalTeams: r.TotalTeams, WorkflowID: r.WorkflowID,
+		ID: r.ID, PublicID: r.PublicID, TenantID: r.TenantID, HierarchyID: r.HierarchyID, HierarchyName: r.HierarchyName, TotalTeams: r.TotalTeams, WorkflowID: r.WorkflowID,
 		Task: r.Task, ThreadID: r.ThreadID, PreviousRunID: r.PreviousRunID, Status: r.Status, CreatedAt: now, UpdatedAt: now,
 	}
 	if r.Hierarchy != nil {
@@ -188,19 +200,33 @@ func (s *Store) DeleteRun(ctx context.Context, id string) error {
 	})
 }
 
-// GetRun loads one run.
+// GetRun loads one run by its key (Run.ID), as the workflow, its
+// activities and the event streams know it.
 func (s *Store) GetRun(ctx context.Context, id string) (*Run, error) {
-	return s.GetTenantRun(ctx, "", id)
+	var row runRow
+	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&row).Error; err != nil {
+		if notFound(err) {
+			return nil, models.Errorf(models.CodeExecutionNotFound, "run %q not found", id)
+		}
+		return nil, err
+	}
+	return row.toRun()
 }
 
-// GetTenantRun loads run id if it belongs to tenant ("": to any tenant).
-// The tenant is part of the query, so an unknown id and another tenant's
-// take the same path and answer the same error (issue 23, item 8).
-func (s *Store) GetTenantRun(ctx context.Context, tenant, id string) (*Run, error) {
+// GetTenantRun loads the run that tenant knows by id (its Run.PublicID).
+// With tenant "" (a principal that sees every tenant), a run of any tenant
+// is found, prefer's first when two tenants use the same id. The tenant is
+// part of the query, so an unknown id and another tenant's take the same
+// path and answer the same error (issue 23, item 8).
+func (s *Store) GetTenantRun(ctx context.Context, tenant, prefer, id string) (*Run, error) {
 	var row runRow
-	q := s.db.WithContext(ctx).Where("id = ?", id)
+	// A run written by a process older than migration 00026 has no
+	// public_id: its key is its id.
+	q := s.db.WithContext(ctx).Where("(public_id = ? OR (public_id IS NULL AND id = ?))", id, id)
 	if tenant != "" {
 		q = q.Where("tenant_id = ?", tenant)
+	} else {
+		q = q.Order(clause.OrderBy{Expression: clause.Expr{SQL: "CASE WHEN tenant_id = ? THEN 0 ELSE 1 END, created_at", Vars: []any{tenantOr(prefer)}, WithoutParentheses: true}})
 	}
 	if err := q.Take(&row).Error; err != nil {
 		if notFound(err) {
@@ -334,12 +360,15 @@ func (s *Store) UpdateRunStatus(ctx context.Context, u models.RunStatusUpdate) (
 
 func (row runRow) toRun() (*Run, error) {
 	r := &Run{
-		ID: row.ID, TenantID: row.TenantID, HierarchyID: row.HierarchyID, HierarchyName: row.HierarchyName, TotalTeams: row.TotalTeams, WorkflowID: row.WorkflowID,
+		ID: row.ID, PublicID: row.PublicID, TenantID: row.TenantID, HierarchyID: row.HierarchyID, HierarchyName: row.HierarchyName, TotalTeams: row.TotalTeams, WorkflowID: row.WorkflowID,
 		Task: row.Task, ThreadID: row.ThreadID, PreviousRunID: row.PreviousRunID, Status: row.Status, FinalAnswer: row.FinalAnswer, Error: row.Error,
 		CreatedAt: row.CreatedAt.UTC(), StartedAt: utcPtr(row.StartedAt), CompletedAt: utcPtr(row.CompletedAt), UpdatedAt: row.UpdatedAt.UTC(),
 	}
+	if r.PublicID == "" {
+		r.PublicID = r.ID // written by a process older than 00026
+	}
 	if r.ThreadID == "" {
-		r.ThreadID = r.ID // written before the migration's backfill
+		r.ThreadID = r.PublicID // written before the migration's backfill
 	}
 	if row.ForkedFromRunID != "" {
 		r.ForkedFrom = &models.ForkedFrom{RunID: row.ForkedFromRunID, Sequence: row.ForkedFromSequence}
