@@ -4,11 +4,18 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/llm/llmfake"
@@ -264,4 +271,90 @@ func TestMCPServerUnreachableAtCreate(t *testing.T) {
 		t.Fatalf("create of a loopback server without MCP_ALLOW_PRIVATE: warnings %+v", m.Warnings)
 	}
 	t.Logf("guarded warning: %s", m.Warnings[0].Message)
+}
+
+// TestConsoleMCP drives the web console in headless Chromium: a run whose
+// worker calls a built-in tool and an MCP tool (whose server refuses the
+// first attempt, as a restarting one does) shows both as tool cards, the
+// MCP one titled "mcp <server>/<tool>" with its result and the attempt
+// that answered; the MCP servers page lists the tenant's server with
+// where its credential comes from; no script failed.
+func TestConsoleMCP(t *testing.T) {
+	t.Setenv("TRACKER_TEAM", "blue")
+	s := sdk.NewServer(&sdk.Implementation{Name: "tracker", Version: "1"}, nil)
+	sdk.AddTool(s, &sdk.Tool{Name: "search_issues", Description: "searches issues"},
+		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "3 open issues"}}}, nil, nil
+		})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Team") != "blue" {
+			http.Error(w, "who are you", http.StatusUnauthorized)
+			return
+		}
+		raw, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(raw))
+		if bytes.Contains(raw, []byte(`"tools/call"`)) && calls.Add(1) == 1 {
+			http.Error(w, "restarting", http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	e := newEnv(t, nil, withConfig(func(c *config.Config) { c.MCPAllowPrivate = true }))
+	e.mustPost("/mcp-servers/create", map[string]any{"name": "tracker", "url": srv.URL, "header_env": map[string]string{"X-Team": "TRACKER_TEAM"}}, nil)
+	e.fake.SetRules(append([]llmfake.Rule{
+		{Name: "searcher after tools", SystemContains: "W-SEARCHER", HasToolResult: true, Responses: contentResponses("searcher: 3 issues, 42")},
+		{Name: "searcher first", SystemContains: "W-SEARCHER", Responses: []llmfake.Response{{ToolCalls: []llmfake.ToolCall{
+			toolCall("calculator", `{"expression":"2*21"}`),
+			toolCall("mcp_tracker__search_issues", `{}`),
+		}}}},
+	}, referenceRules(nil)...)...)
+	body := referenceHierarchy()
+	searcher := body["teams"].([]any)[0].(map[string]any)["workers"].([]any)[0].(map[string]any)
+	searcher["tools"] = []string{"calculator", "mcp:tracker/search_issues"}
+	id := e.startRun(e.createHierarchy(body), "console mcp")
+	e.waitRun(id, 2*time.Minute)
+
+	root := e.rootURL()
+	b := newBrowser(t)
+	b.do("open the run page", chromedp.Navigate(root+"/runs/"+id))
+	b.waitJS("the run drawn to its end", `document.body.dataset.runStatus === 'completed' && document.querySelectorAll('.tool-card.completed').length === 2`, 60*time.Second)
+	type card struct {
+		Title, Server, Status, State, Result, Lane string
+	}
+	cards := eval[[]card](b, `[...document.querySelectorAll('.tool-card')].map((c) => ({
+	  Title: c.querySelector('.tool-title').textContent, Server: c.dataset.mcpServer || '', Status: c.dataset.status || '',
+	  State: c.querySelector('.badge').textContent, Result: c.querySelector('.tool-result').textContent,
+	  Lane: c.closest('.lane').dataset.agentId }))`)
+	byServer := map[string]card{}
+	for _, c := range cards {
+		byServer[c.Server] = c
+	}
+	mcpCard, builtin := byServer["tracker"], byServer[""]
+	if len(cards) != 2 || !strings.HasPrefix(mcpCard.Title, "mcp tracker/search_issues ") || mcpCard.Status != "completed" ||
+		mcpCard.Result != "3 open issues" || !strings.Contains(mcpCard.State, "attempt 2") || mcpCard.Lane != "w-searcher" {
+		t.Errorf("MCP card %+v (all cards %+v): want 'mcp tracker/search_issues', completed on attempt 2 with its result, in the searcher's lane", mcpCard, cards)
+	}
+	if !strings.HasPrefix(builtin.Title, "tool calculator ") || !strings.Contains(builtin.Result, `"result":42`) || builtin.Status != "completed" {
+		t.Errorf("built-in card %+v: want 'tool calculator' with 42", builtin)
+	}
+	b.screenshot("console-mcp-cards")
+
+	b.do("open the MCP servers page", chromedp.Navigate(root+"/mcp-servers"))
+	b.waitJS("the MCP servers page", `document.body.dataset.ready === 'true'`, 30*time.Second)
+	row := eval[map[string]string](b, `(() => { const r = document.querySelector('#mcp-server-list tr[data-mcp-server="tracker"]');
+	  return r ? { endpoint: r.querySelector('.endpoint').textContent, credentials: r.querySelector('.credentials').textContent,
+	    tools: r.querySelector('.tools').textContent, current: document.querySelector('#nav-mcp-servers.current') ? 'yes' : 'no' } : {}; })()`)
+	if row["endpoint"] != srv.URL || row["credentials"] != "X-Team from $TRACKER_TEAM" || row["tools"] != "all" || row["current"] != "yes" {
+		t.Errorf("MCP servers page row = %v", row)
+	}
+	if strings.Contains(eval[string](b, `document.body.textContent`), "blue") {
+		t.Error("the MCP servers page shows a credential's value")
+	}
+	b.screenshot("console-mcp-servers")
+	if errs := b.pageErrors(); len(errs) > 0 {
+		t.Errorf("page errors: %v", errs)
+	}
 }
