@@ -16,6 +16,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 
 	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/llm/llmfake"
@@ -57,6 +59,13 @@ func freePort(t *testing.T) int {
 // number and its last failure's message.
 func (e *testEnv) pendingToolAttempt(runID string) (int32, string) {
 	e.t.Helper()
+	pa := e.pendingTool(runID)
+	return pa.GetAttempt(), pa.GetLastFailure().GetMessage()
+}
+
+// pendingTool is the run's RunTool activity in flight, nil when none is.
+func (e *testEnv) pendingTool(runID string) *workflowpb.PendingActivityInfo {
+	e.t.Helper()
 	for _, wf := range []string{models.RunWorkflowID(runID), models.TeamWorkflowID(runID, 1)} {
 		d, err := e.temporal.DescribeWorkflowExecution(context.Background(), wf, "")
 		if err != nil {
@@ -64,11 +73,11 @@ func (e *testEnv) pendingToolAttempt(runID string) (int32, string) {
 		}
 		for _, pa := range d.GetPendingActivities() {
 			if pa.GetActivityType().GetName() == "RunTool" {
-				return pa.GetAttempt(), pa.GetLastFailure().GetMessage()
+				return pa
 			}
 		}
 	}
-	return 0, ""
+	return nil
 }
 
 // toolEvents are the run's llm.tool_call and llm.tool_result events of
@@ -173,6 +182,65 @@ func TestMCPServerKilledAndRestarted(t *testing.T) {
 		t.Error("the model never read the tool's result")
 	}
 	t.Logf("first attempt failed with %q; attempt %v answered", failure, res["attempt"])
+}
+
+// TestMCPServerKilledDuringCall: the reference server is killed
+// (SIGKILL) while it runs a call (its trigger-long-running-operation tool,
+// 3 seconds long), so the session dies under the call; it is started again
+// on the same port, and the tool activity's retry runs the call on a
+// fresh session to its end.
+func TestMCPServerKilledDuringCall(t *testing.T) {
+	bin := everythingBin(t)
+	port := freePort(t)
+	kill := runEverything(t, bin, port)
+	e := newEnv(t, nil, withConfig(func(c *config.Config) {
+		c.MCPAllowPrivate = true
+		c.LLMRetryInitial, c.LLMRetryMax = 3*time.Second, 6*time.Second
+	}))
+	e.mustPost("/mcp-servers/create", map[string]any{"name": "everything", "url": fmt.Sprintf("http://127.0.0.1:%d/mcp", port)}, nil)
+	const tool = "mcp_everything__trigger-long-running-operation"
+	e.fake.SetRules(append([]llmfake.Rule{
+		{Name: "searcher after tools", SystemContains: "W-SEARCHER", HasToolResult: true, Responses: contentResponses("searcher: the operation ran")},
+		{Name: "searcher first", SystemContains: "W-SEARCHER", Responses: []llmfake.Response{{ToolCalls: []llmfake.ToolCall{
+			toolCall(tool, `{"duration":3,"steps":3}`),
+		}}}},
+	}, referenceRules(nil)...)...)
+	body := referenceHierarchy()
+	searcher := body["teams"].([]any)[0].(map[string]any)["workers"].([]any)[0].(map[string]any)
+	searcher["tools"] = []string{"mcp:everything/trigger-long-running-operation"}
+	id := e.startRun(e.createHierarchy(body), "a long call on a server that crashes")
+	// The call is running (its activity's first attempt started); a
+	// second into its three, the server dies.
+	waitFor(t, time.Minute, "the call to start", func() bool {
+		pa := e.pendingTool(id)
+		return pa != nil && pa.GetAttempt() == 1 && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED
+	})
+	time.Sleep(time.Second)
+	if pa := e.pendingTool(id); pa == nil || pa.GetAttempt() != 1 {
+		t.Fatalf("the call's activity is %v when the server is killed, want its first attempt still running", pa)
+	}
+	kill()
+	var failure string
+	waitFor(t, 30*time.Second, "the attempt cut by the crash to fail", func() bool {
+		var attempt int32
+		attempt, failure = e.pendingToolAttempt(id)
+		return attempt >= 2 && failure != ""
+	})
+	runEverything(t, bin, port)
+	msgs := e.streamAll(id)
+	if last := msgs[len(msgs)-1].Type; last != "lifecycle.completed" {
+		t.Fatalf("run ended with %s", last)
+	}
+	calls, results := toolEvents(msgs, tool)
+	if len(calls) != 1 || len(results) != 1 {
+		t.Fatalf("%d llm.tool_call and %d llm.tool_result: want one of each", len(calls), len(results))
+	}
+	res := results[0].Data
+	attempt, _ := res["attempt"].(float64)
+	if res["is_error"] != false || !strings.Contains(fmt.Sprint(res["result"]), "Long running operation completed") || attempt < 2 {
+		t.Fatalf("tool result %v: want the operation's completion from a retried attempt", res)
+	}
+	t.Logf("the crash failed the first attempt with %q; attempt %v answered", failure, res["attempt"])
 }
 
 // TestMCPStdioReferenceServer: a worker's MCP server is the reference
