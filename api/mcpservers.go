@@ -247,7 +247,7 @@ func (s *Server) probeMCPServer(ctx context.Context, m *store.MCPServer) []model
 	if len(m.HeaderEnv) > 0 || m.BearerTokenEnv != "" {
 		note = " (credentials from the workers' environment are not sent from here)"
 	}
-	s.log.Info("MCP server saved but not reachable", "tenant", m.TenantID, "mcp_server", m.Name, "error", msg)
+	s.log.InfoContext(ctx, "MCP server saved but not reachable", "tenant", m.TenantID, "mcp_server", m.Name, "error", msg)
 	return []models.MCPServerWarning{{
 		Code:    models.WarningMCPServerUnreachable,
 		Message: fmt.Sprintf("saved, but MCP server %q did not answer%s: %s; runs will list its tools when they need them", m.Name, note, msg),
