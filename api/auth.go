@@ -92,6 +92,7 @@ func routeRules() map[string]rule {
 		"GET /":                                  public,
 		"GET /runs":                              public,
 		"GET /runs/:id":                          public,
+		"GET /mcp-servers":                       public,
 		"GET " + console.AssetPrefix + "/*asset": public,
 
 		"POST " + e + "/hierarchies/create": hw,

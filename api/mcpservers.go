@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
@@ -22,45 +21,39 @@ import (
 // agents can do. A server's secrets go in and never come out: answers list
 // the names of those that are set (secrets_set), never a value.
 
-// mcpServerInput is the body of mcp-servers/create and update. Secrets are
-// pointers so that an update can leave them out (kept as stored).
-type mcpServerInput struct {
-	ID             string            `json:"id"`
-	Name           string            `json:"name"`
-	URL            string            `json:"url"`
-	Command        []string          `json:"command"`
-	Headers        map[string]string `json:"headers"`
-	BearerToken    *string           `json:"bearer_token"`
-	HeaderEnv      map[string]string `json:"header_env"`
-	BearerTokenEnv string            `json:"bearer_token_env"`
-	AllowedTools   []string          `json:"allowed_tools"`
-	TimeoutSeconds float64           `json:"timeout_seconds"`
-	Approval       string            `json:"approval"`
+// The routes' wire types (models.MCPServerInput, models.MCPServer and
+// the rest) live in package models, shared with the Go client.
+
+// MCPProbe tries to reach an MCP server when it is created or updated, so
+// that a typo in a URL shows at once rather than at a run's first call.
+// Package app wires one on the mcp client (the api package does not import
+// mcp), through the same network guard as the workers' calls.
+type MCPProbe interface {
+	// ProbeMCPServer connects to target and lists its tools within ctx's
+	// deadline; an error says why it could not.
+	ProbeMCPServer(ctx context.Context, target MCPProbeTarget) error
 }
 
-// mcpServerView is a server as the API shows it.
-type mcpServerView struct {
-	ID             string            `json:"id"`
-	Name           string            `json:"name"`
-	Tenant         string            `json:"tenant"`
-	URL            string            `json:"url,omitempty"`
-	Command        []string          `json:"command,omitempty"`
-	HeaderEnv      map[string]string `json:"header_env,omitempty"`
-	BearerTokenEnv string            `json:"bearer_token_env,omitempty"`
-	SecretsSet     []string          `json:"secrets_set"`
-	AllowedTools   []string          `json:"allowed_tools"`
-	TimeoutSeconds float64           `json:"timeout_seconds"`
-	Approval       string            `json:"approval"`
-	CreatedAt      time.Time         `json:"created_at"`
-	UpdatedAt      time.Time         `json:"updated_at"`
+// MCPProbeTarget is what a probe connects to: a Streamable HTTP server
+// with the inline credentials the API knows (a worker's environment
+// variables are the workers' own, so they are not sent).
+type MCPProbeTarget struct {
+	Name    string
+	URL     string
+	Headers map[string]string
 }
 
-func viewMCPServer(m *store.MCPServer) mcpServerView {
+// DefaultMCPProbeTimeout bounds a create's or update's probe: the answer
+// waits for it, and a server that does not answer in this time is saved
+// with a warning all the same.
+const DefaultMCPProbeTimeout = 3 * time.Second
+
+func viewMCPServer(m *store.MCPServer) models.MCPServer {
 	approval := m.Approval
 	if approval == "" {
 		approval = mcpApprovalNone
 	}
-	return mcpServerView{ID: m.ID, Name: m.Name, Tenant: m.TenantID, URL: m.URL, Command: m.Command,
+	return models.MCPServer{ID: m.ID, Name: m.Name, Tenant: m.TenantID, URL: m.URL, Command: m.Command,
 		HeaderEnv: m.HeaderEnv, BearerTokenEnv: m.BearerTokenEnv, SecretsSet: nonNilStrings(m.SecretNames),
 		AllowedTools: nonNilStrings(m.AllowedTools), TimeoutSeconds: m.Timeout.Seconds(), Approval: approval,
 		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
@@ -93,7 +86,7 @@ var (
 
 // checkMCPServer validates in into a server, naming the field of the
 // first problem.
-func (s *Server) checkMCPServer(in mcpServerInput) (*store.MCPServer, error) {
+func (s *Server) checkMCPServer(in models.MCPServerInput) (*store.MCPServer, error) {
 	name := strings.TrimSpace(in.Name)
 	if !mcpNameRE.MatchString(name) {
 		return nil, models.FieldError("name", "must be 1 to 64 characters of a-z, 0-9, _ and -, starting with a letter or digit (it is how agents name the server: \"mcp:%s/<tool>\")", name)
@@ -188,7 +181,7 @@ func mcpSecretError(err error) error {
 }
 
 func (s *Server) createMCPServer(c *gin.Context) {
-	var in mcpServerInput
+	var in models.MCPServerInput
 	if err := decodeJSON(c, &in); err != nil {
 		s.writeError(c, err)
 		return
@@ -207,7 +200,58 @@ func (s *Server) createMCPServer(c *gin.Context) {
 		s.writeError(c, mcpSecretError(err))
 		return
 	}
-	ok(c, viewMCPServer(m))
+	view := viewMCPServer(m)
+	view.Warnings = s.probeMCPServer(c.Request.Context(), m)
+	ok(c, view)
+}
+
+// probeMCPServer tries to reach a server just saved, for at most the
+// probe timeout, and returns a warning when it does not answer: the server
+// stays saved, since it may come up later (issue 24). A stdio server is
+// not probed: it runs on the workers, whose programs the API's host may
+// not have.
+func (s *Server) probeMCPServer(ctx context.Context, m *store.MCPServer) []models.MCPServerWarning {
+	if s.mcpProbe == nil || m.URL == "" {
+		return nil
+	}
+	target := MCPProbeTarget{Name: m.Name, URL: m.URL, Headers: map[string]string{}}
+	if len(m.SecretNames) > 0 {
+		// The secrets as stored (an update may have kept the old ones).
+		if sec, err := s.store.MCPServerSecrets(ctx, m.TenantID, m.ID); err == nil {
+			for k, v := range sec.Headers {
+				target.Headers[k] = v
+			}
+			if sec.BearerToken != "" {
+				target.Headers["Authorization"] = "Bearer " + sec.BearerToken
+			}
+		}
+	}
+	timeout := s.mcpProbeTimeout
+	if timeout <= 0 {
+		timeout = DefaultMCPProbeTimeout
+	}
+	if m.Timeout > 0 && m.Timeout < timeout {
+		timeout = m.Timeout
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := s.mcpProbe.ProbeMCPServer(pctx, target)
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if pctx.Err() != nil && ctx.Err() == nil {
+		msg = fmt.Sprintf("no answer within %s", timeout)
+	}
+	note := ""
+	if len(m.HeaderEnv) > 0 || m.BearerTokenEnv != "" {
+		note = " (credentials from the workers' environment are not sent from here)"
+	}
+	s.log.InfoContext(ctx, "MCP server saved but not reachable", "tenant", m.TenantID, "mcp_server", m.Name, "error", msg)
+	return []models.MCPServerWarning{{
+		Code:    models.WarningMCPServerUnreachable,
+		Message: fmt.Sprintf("saved, but MCP server %q did not answer%s: %s; runs will list its tools when they need them", m.Name, note, msg),
+	}}
 }
 
 // findMCPServer loads the server a get/delete body names by id or name.
@@ -241,7 +285,7 @@ func (s *Server) getMCPServer(c *gin.Context) {
 
 func (s *Server) listMCPServers(c *gin.Context) {
 	tenant := mcpTenant(c)
-	items := []mcpServerView{}
+	items := []models.MCPServer{}
 	if tenant != noTenant {
 		list, err := s.store.ListMCPServers(c.Request.Context(), tenant)
 		if err != nil {
@@ -252,11 +296,11 @@ func (s *Server) listMCPServers(c *gin.Context) {
 			items = append(items, viewMCPServer(&list[i]))
 		}
 	}
-	ok(c, gin.H{"items": items, "total": len(items)})
+	ok(c, models.MCPServerList{Items: items, Total: len(items)})
 }
 
 func (s *Server) updateMCPServer(c *gin.Context) {
-	var in mcpServerInput
+	var in models.MCPServerInput
 	if err := decodeJSON(c, &in); err != nil {
 		s.writeError(c, err)
 		return
@@ -279,7 +323,9 @@ func (s *Server) updateMCPServer(c *gin.Context) {
 		s.writeError(c, mcpSecretError(err))
 		return
 	}
-	ok(c, viewMCPServer(m))
+	view := viewMCPServer(m)
+	view.Warnings = s.probeMCPServer(c.Request.Context(), m)
+	ok(c, view)
 }
 
 func (s *Server) deleteMCPServer(c *gin.Context) {
@@ -292,7 +338,7 @@ func (s *Server) deleteMCPServer(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"code": 0, "message": "success", "data": gin.H{"id": m.ID, "name": m.Name, "deleted": true}})
+	ok(c, models.MCPServerDeleted{ID: m.ID, Name: m.Name, Deleted: true})
 }
 
 // checkMCPToolKey checks an agent's "mcp:<server>/<tool>" key: well

@@ -44,6 +44,11 @@ type Options struct {
 	// MCPStdioCommands lists the programs a stdio MCP server may run
 	// (MCP_STDIO_COMMANDS); empty refuses every stdio server.
 	MCPStdioCommands []string
+	// MCPProbe tries to reach an MCP server on create and update; nil
+	// does not try, and no warning is ever given.
+	MCPProbe MCPProbe
+	// MCPProbeTimeout bounds a probe (DefaultMCPProbeTimeout when zero).
+	MCPProbeTimeout time.Duration
 	// Metrics counts requests by route and status and reads the event
 	// streams' gauges; nil records nothing.
 	Metrics *telemetry.Metrics
@@ -74,6 +79,8 @@ type Server struct {
 	tools        ToolCatalog
 	// mcpStdioCommands is Options.MCPStdioCommands.
 	mcpStdioCommands []string
+	mcpProbe         MCPProbe
+	mcpProbeTimeout  time.Duration
 	metrics          *telemetry.Metrics
 	readiness        Readiness
 	access           Access
@@ -94,6 +101,8 @@ func NewServer(opts Options) *Server {
 		router:           gin.New(),
 		tools:            opts.Tools,
 		mcpStdioCommands: opts.MCPStdioCommands,
+		mcpProbe:         opts.MCPProbe,
+		mcpProbeTimeout:  opts.MCPProbeTimeout,
 		metrics:          opts.Metrics,
 		access:           opts.Access,
 		rules:            routeRules(),

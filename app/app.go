@@ -260,6 +260,7 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 		Tools:            NewTools(cfg),
 		Runs:             runs,
 		MCPStdioCommands: cfg.MCPStdioCommands,
+		MCPProbe:         MCPProbe(cfg),
 		Stream: api.StreamOptions{
 			PollInterval:       cfg.SSEPollInterval,
 			IdlePollInterval:   cfg.SSEIdlePollInterval,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/op-stack/executor/api"
 	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/mcp"
 	"github.com/op-stack/executor/store"
@@ -15,11 +16,29 @@ import (
 // and the tenants' servers read from the store.
 func NewMCPToolbox(cfg config.Config, st *store.Store) *mcp.Toolbox {
 	useMCPSecretKey(cfg, st)
-	client := mcp.New(mcp.Config{
+	return &mcp.Toolbox{Client: newMCPClient(cfg), Servers: StoreMCPServers(st, os.LookupEnv)}
+}
+
+// newMCPClient is an MCP client under the operator's policy.
+func newMCPClient(cfg config.Config) *mcp.Client {
+	return mcp.New(mcp.Config{
 		AllowPrivate:  cfg.MCPAllowPrivate || cfg.ToolsHTTPAllowPrivate,
 		StdioCommands: cfg.MCPStdioCommands,
 	})
-	return &mcp.Toolbox{Client: client, Servers: StoreMCPServers(st, os.LookupEnv)}
+}
+
+// MCPProbe is the API's check that an MCP server answers when it is
+// created or updated (api.MCPProbe): a tools/list over the workers'
+// client, so under the same network guard (MCP_ALLOW_PRIVATE).
+func MCPProbe(cfg config.Config) api.MCPProbe {
+	return mcpProbe{client: newMCPClient(cfg)}
+}
+
+type mcpProbe struct{ client *mcp.Client }
+
+func (p mcpProbe) ProbeMCPServer(ctx context.Context, t api.MCPProbeTarget) error {
+	_, err := p.client.ListTools(ctx, mcp.Server{Name: t.Name, URL: t.URL, Headers: t.Headers})
+	return err
 }
 
 // StoreMCPServers resolves a tenant's server by name from the store, its

@@ -430,70 +430,22 @@ func IsTerminal(ev models.Event) bool {
 	return false
 }
 
-// MCPServer is a tenant's MCP server as the mcp-servers routes answer it
-// (docs/mcp.md). Its secrets never come back: SecretsSet names the inline
-// headers (and "authorization" for an inline bearer token) that are set.
-type MCPServer struct {
-	ID             string            `json:"id"`
-	Name           string            `json:"name"`
-	Tenant         string            `json:"tenant"`
-	URL            string            `json:"url,omitempty"`
-	Command        []string          `json:"command,omitempty"`
-	HeaderEnv      map[string]string `json:"header_env,omitempty"`
-	BearerTokenEnv string            `json:"bearer_token_env,omitempty"`
-	SecretsSet     []string          `json:"secrets_set"`
-	AllowedTools   []string          `json:"allowed_tools"`
-	TimeoutSeconds float64           `json:"timeout_seconds"`
-	Approval       string            `json:"approval"`
-	CreatedAt      time.Time         `json:"created_at"`
-	UpdatedAt      time.Time         `json:"updated_at"`
-}
-
-// MCPServerInput is the body of mcp-servers/create and update. An update
-// replaces every field but the secrets: Headers and BearerToken left nil
-// keep the stored ones (an empty map or string clears them).
-type MCPServerInput struct {
-	// ID names the server to update; create ignores it.
-	ID      string   `json:"id,omitempty"`
-	Name    string   `json:"name"`
-	URL     string   `json:"url,omitempty"`
-	Command []string `json:"command,omitempty"`
-	// Headers are inline header values, stored encrypted (secrets); nil
-	// is sent as null, which an update reads as "keep the stored ones".
-	Headers map[string]string `json:"headers"`
-	// BearerToken is an inline token, stored encrypted (a secret).
-	BearerToken *string `json:"bearer_token,omitempty"`
-	// HeaderEnv maps a header to the workers' environment variable that
-	// holds its value.
-	HeaderEnv map[string]string `json:"header_env,omitempty"`
-	// BearerTokenEnv names the workers' environment variable that holds
-	// the bearer token.
-	BearerTokenEnv string   `json:"bearer_token_env,omitempty"`
-	AllowedTools   []string `json:"allowed_tools,omitempty"`
-	TimeoutSeconds float64  `json:"timeout_seconds,omitempty"`
-	Approval       string   `json:"approval,omitempty"`
-}
-
-// MCPServerRef names one MCP server by its id or, when ID is empty, by its
-// name.
-type MCPServerRef struct {
-	ID   string `json:"id,omitempty"`
-	Name string `json:"name,omitempty"`
-}
-
-// MCPServerList is mcp-servers/list's answer: every server of the
-// caller's tenant, by name.
-type MCPServerList struct {
-	Items []MCPServer `json:"items"`
-	Total int         `json:"total"`
-}
-
-// MCPServerDeleted is mcp-servers/delete's answer.
-type MCPServerDeleted struct {
-	ID      string `json:"id"`
-	Name    string `json:"name"`
-	Deleted bool   `json:"deleted"`
-}
+// The mcp-servers routes' wire types live in package models, which the
+// API writes them from; these names keep the client's callers unchanged.
+type (
+	// MCPServer is a tenant's MCP server as the routes answer it.
+	MCPServer = models.MCPServer
+	// MCPServerWarning is create's or update's note on a saved server.
+	MCPServerWarning = models.MCPServerWarning
+	// MCPServerInput is the body of mcp-servers/create and update.
+	MCPServerInput = models.MCPServerInput
+	// MCPServerRef names one MCP server by id or name.
+	MCPServerRef = models.MCPServerRef
+	// MCPServerList is mcp-servers/list's answer.
+	MCPServerList = models.MCPServerList
+	// MCPServerDeleted is mcp-servers/delete's answer.
+	MCPServerDeleted = models.MCPServerDeleted
+)
 
 // CreateMCPServer adds an MCP server to the caller's tenant and returns it
 // as stored (without its secrets).

@@ -6,6 +6,7 @@
 //	GET /runs        runs: list with filters, start a run
 //	GET /runs/:id    one run, live: lanes per agent, tools, dispatch tree,
 //	                 approvals, costs
+//	GET /mcp-servers the tenant's MCP servers, read-only
 //	GET /console/*   the assets
 //
 // The pages hold no data: the page's scripts call the API itself, with the
@@ -54,6 +55,7 @@ func Register(r gin.IRoutes) {
 	r.GET("/", servePage)
 	r.GET("/runs", servePage)
 	r.GET("/runs/:id", servePage)
+	r.GET("/mcp-servers", servePage)
 	r.GET(AssetPrefix+"/*asset", func(c *gin.Context) {
 		if strings.HasSuffix(c.Param("asset"), "/") {
 			// No directory listings.

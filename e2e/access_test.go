@@ -152,6 +152,7 @@ func routeCases() map[string]routeCase {
 		"GET /":               {build: body("/", nil)},
 		"GET /runs":           {build: body("/runs", nil)},
 		"GET /runs/:id":       {build: func(f accessFixture) (string, any) { return "/runs/" + f.run, nil }},
+		"GET /mcp-servers":    {build: body("/mcp-servers", nil)},
 		"GET /console/*asset": {build: body("/console/app.js", nil)},
 
 		"POST " + e + "/hierarchies/create": {build: body(e+"/hierarchies/create", hier)},

@@ -135,6 +135,7 @@ type testEnv struct {
 	api           *api.Server
 	apiURL        string
 	server        *httptest.Server // serves api; tests may cut its connections
+	log           *slog.Logger     // the API's and worker's logger (quietLog unless withLogs)
 }
 
 // envOptions adjust a testEnv before it starts.
@@ -144,6 +145,15 @@ type envOptions struct {
 	tweak         []func(*config.Config)
 	metrics       *prometheus.Registry
 	workerMetrics bool // the worker records into metrics too (its circuits)
+	log           *slog.Logger
+}
+
+// withLogs sends the in-process service's logs (API, worker,
+// notifications) to w as text, at debug level, for tests that read them.
+func withLogs(w io.Writer) envOption {
+	return func(o *envOptions) {
+		o.log = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 }
 
 // withAPIMetrics makes the API record its metrics into reg and serve them
@@ -177,7 +187,10 @@ func newEnv(t testing.TB, rules []llmfake.Rule, opts ...envOption) *testEnv {
 	for _, f := range opts {
 		f(&o)
 	}
-	e := &testEnv{t: t, fake: llmfake.New(t, rules...), dataDir: t.TempDir()}
+	e := &testEnv{t: t, fake: llmfake.New(t, rules...), dataDir: t.TempDir(), log: quietLog}
+	if o.log != nil {
+		e.log = o.log
+	}
 	cfg, err := config.Load()
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +228,9 @@ func newEnv(t testing.TB, rules []llmfake.Rule, opts ...envOption) *testEnv {
 	if _, err := e.store.Migrate(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	e.temporal, err = client.Dial(client.Options{HostPort: cfg.TemporalAddress, Logger: temporallog.NewStructuredLogger(quietLog)})
+	// The Temporal SDK's own logs (the worker's activity failures among
+	// them) go with the service's.
+	e.temporal, err = client.Dial(client.Options{HostPort: cfg.TemporalAddress, Logger: temporallog.NewStructuredLogger(e.log)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +238,7 @@ func newEnv(t testing.TB, rules []llmfake.Rule, opts ...envOption) *testEnv {
 	// As `serve -role all` wires them: the worker's activities wake the
 	// API's stream pollers (in process, and through PostgreSQL when the
 	// store is PostgreSQL, which a worker process of the test reaches too).
-	e.notes, err = app.NewNotifications(context.Background(), e.cfg, quietLog, e.store, !o.noWorker, true)
+	e.notes, err = app.NewNotifications(context.Background(), e.cfg, e.log, e.store, !o.noWorker, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +267,7 @@ func newEnv(t testing.TB, rules []llmfake.Rule, opts ...envOption) *testEnv {
 	if tokens != nil {
 		apiOpts = append(apiOpts, app.WithTokens(tokens))
 	}
-	e.api = app.NewAPI(e.cfg, quietLog, e.store, e.temporal, router, apiOpts...)
+	e.api = app.NewAPI(e.cfg, e.log, e.store, e.temporal, router, apiOpts...)
 	srv := httptest.NewServer(exchanges.wrap(e.api.Handler()))
 	t.Cleanup(srv.Close)
 	e.server = srv
@@ -271,7 +286,7 @@ func (e *testEnv) startWorker() {
 	if e.workerMetrics {
 		opts = append(opts, app.WithMetrics(e.metrics, nil))
 	}
-	w := app.NewWorker(e.cfg, quietLog, e.store, e.temporal, router, opts...)
+	w := app.NewWorker(e.cfg, e.log, e.store, e.temporal, router, opts...)
 	if err := w.Start(); err != nil {
 		e.t.Fatal(err)
 	}

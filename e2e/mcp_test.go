@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,11 +29,27 @@ import (
 )
 
 // startEverything installs the reference MCP server
-// @modelcontextprotocol/server-everything at the version e2e/interop's
-// package-lock.json pins (npm ci) and starts it over Streamable HTTP. It
-// returns its endpoint. Without npm the test is skipped loudly, except in
-// CI, where it must run.
+// @modelcontextprotocol/server-everything (everythingBin) and starts it
+// over Streamable HTTP on a free port. It returns its endpoint.
 func startEverything(t *testing.T) string {
+	t.Helper()
+	bin := everythingBin(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	runEverything(t, bin, port)
+	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+}
+
+// everythingBin installs the reference MCP server
+// @modelcontextprotocol/server-everything at the version e2e/interop's
+// package-lock.json pins (npm ci) and returns its entry point (node BIN
+// streamableHttp|stdio). Without npm the test is skipped loudly, except in
+// CI, where it must run.
+func everythingBin(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("npm"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -52,27 +69,33 @@ func startEverything(t *testing.T) string {
 			t.Fatalf("npm ci in e2e/interop: %v\n%s", err, out)
 		}
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, "node", bin, "streamableHttp")
+	return bin
+}
+
+// runEverything starts server-everything's Streamable HTTP transport on
+// port and waits until it listens. The returned kill stops it at once
+// (SIGKILL, as a crash would), and is also the test's cleanup.
+func runEverything(t *testing.T, bin string, port int) (kill func()) {
+	t.Helper()
+	cmd := exec.Command("node", bin, "streamableHttp")
 	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
 	if err := cmd.Start(); err != nil {
-		cancel()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	endpoint := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	var once sync.Once
+	kill = func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+	}
+	t.Cleanup(kill)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
 		if err == nil {
 			c.Close()
-			return endpoint
+			return kill
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("server-everything did not listen on %d within 30s", port)
@@ -221,9 +244,10 @@ func activitySummaries(t *testing.T, c client.Client, workflowID string) []strin
 }
 
 // TestMCPSecretStaysOut: a server that wants a bearer token gets it (sealed
-// with MCP_SECRET_KEY in the database, opened by the worker's activity),
-// and the token appears in no API answer, stored event, stream message or
-// workflow history of the run.
+// with MCP_SECRET_KEY in the database, opened by the worker's activity,
+// and by the API's probe at create), and the token appears in no API
+// answer, stored event, stream message, workflow history of the run, nor
+// in the service's logs.
 func TestMCPSecretStaysOut(t *testing.T) {
 	const secret = "mcp-bearer-e2e-0b7c1f"
 	s := sdk.NewServer(&sdk.Implementation{Name: "guarded", Version: "1"}, nil)
@@ -244,7 +268,8 @@ func TestMCPSecretStaysOut(t *testing.T) {
 	for i := range key {
 		key[i] = byte(i + 1)
 	}
-	e := newEnv(t, nil, withConfig(func(c *config.Config) { c.MCPAllowPrivate, c.MCPSecretKey = true, key }))
+	var logs lockedBuffer
+	e := newEnv(t, nil, withLogs(&logs), withConfig(func(c *config.Config) { c.MCPAllowPrivate, c.MCPSecretKey = true, key }))
 	var created map[string]any
 	e.mustPost("/mcp-servers/create", map[string]any{"name": "guarded", "url": srv.URL, "bearer_token": secret}, &created)
 	e.fake.SetRules(append([]llmfake.Rule{
@@ -282,6 +307,14 @@ func TestMCPSecretStaysOut(t *testing.T) {
 	everything.WriteString(historyJSON(t, e.temporal, models.RunWorkflowID(id)))
 	if strings.Contains(everything.String(), secret) {
 		t.Fatal("the bearer token leaked into an answer, an event or the workflow history")
+	}
+	// The service's own logs (API, worker and Temporal SDK, at debug
+	// level), which did see the call: the worker's line for it is there.
+	if !strings.Contains(logs.String(), "mcp_guarded__whoami") {
+		t.Fatalf("the captured logs do not show the call, so grepping them proves nothing:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), secret) {
+		t.Fatalf("the bearer token leaked into the service's logs:\n%s", logs.String())
 	}
 	if !strings.Contains(string(got.Data), `"secrets_set":["authorization"]`) {
 		t.Errorf("get = %s: want the token named as set", got.Data)

@@ -3,6 +3,7 @@ package models
 import (
 	"regexp"
 	"strings"
+	"time"
 )
 
 // MCPToolPrefix starts an agent's tool key that names a tool of one of its
@@ -74,4 +75,89 @@ func ParseMCPFunctionName(name string) (server, tool string, ok bool) {
 	}
 	server, tool, found = strings.Cut(rest, "__")
 	return server, tool, found && server != ""
+}
+
+// MCPServer is a tenant's MCP server as the mcp-servers routes answer it
+// (docs/mcp.md): the API writes it, the Go client (package client) reads
+// it. Its secrets never come back: SecretsSet names the inline headers
+// (and "authorization" for an inline bearer token) that are set.
+type MCPServer struct {
+	ID             string            `json:"id"`
+	Name           string            `json:"name"`
+	Tenant         string            `json:"tenant"`
+	URL            string            `json:"url,omitempty"`
+	Command        []string          `json:"command,omitempty"`
+	HeaderEnv      map[string]string `json:"header_env,omitempty"`
+	BearerTokenEnv string            `json:"bearer_token_env,omitempty"`
+	SecretsSet     []string          `json:"secrets_set"`
+	AllowedTools   []string          `json:"allowed_tools"`
+	TimeoutSeconds float64           `json:"timeout_seconds"`
+	Approval       string            `json:"approval"`
+	CreatedAt      time.Time         `json:"created_at"`
+	UpdatedAt      time.Time         `json:"updated_at"`
+	// Warnings are create's and update's notes on a server that was saved
+	// but may not work yet (MCP_SERVER_UNREACHABLE); get and list leave
+	// them out.
+	Warnings []MCPServerWarning `json:"warnings,omitempty"`
+}
+
+// MCPServerWarning is a problem with a server that did not stop it from
+// being saved: a server may come up after it is added.
+type MCPServerWarning struct {
+	// Code is machine-readable: WarningMCPServerUnreachable.
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// WarningMCPServerUnreachable: the server did not answer (an MCP
+// initialize and tools/list) within a few seconds when it was created or
+// updated. It is saved all the same; runs list its tools when they need
+// them.
+const WarningMCPServerUnreachable = "MCP_SERVER_UNREACHABLE"
+
+// MCPServerInput is the body of mcp-servers/create and update. An update
+// replaces every field but the secrets: Headers and BearerToken left nil
+// keep the stored ones (an empty map or string clears them).
+type MCPServerInput struct {
+	// ID names the server to update; create ignores it.
+	ID      string   `json:"id,omitempty"`
+	Name    string   `json:"name"`
+	URL     string   `json:"url,omitempty"`
+	Command []string `json:"command,omitempty"`
+	// Headers are inline header values, stored encrypted (secrets); nil
+	// is sent as null, which an update reads as "keep the stored ones".
+	Headers map[string]string `json:"headers"`
+	// BearerToken is an inline token, stored encrypted (a secret); nil
+	// keeps the stored one on update, "" removes it.
+	BearerToken *string `json:"bearer_token,omitempty"`
+	// HeaderEnv maps a header to the workers' environment variable that
+	// holds its value.
+	HeaderEnv map[string]string `json:"header_env,omitempty"`
+	// BearerTokenEnv names the workers' environment variable that holds
+	// the bearer token.
+	BearerTokenEnv string   `json:"bearer_token_env,omitempty"`
+	AllowedTools   []string `json:"allowed_tools,omitempty"`
+	TimeoutSeconds float64  `json:"timeout_seconds,omitempty"`
+	Approval       string   `json:"approval,omitempty"`
+}
+
+// MCPServerRef names one MCP server by its id or, when ID is empty, by its
+// name: the body of mcp-servers/get and delete.
+type MCPServerRef struct {
+	ID   string `json:"id,omitempty"`
+	Name string `json:"name,omitempty"`
+}
+
+// MCPServerList is mcp-servers/list's answer: every server of the
+// caller's tenant, by name.
+type MCPServerList struct {
+	Items []MCPServer `json:"items"`
+	Total int         `json:"total"`
+}
+
+// MCPServerDeleted is mcp-servers/delete's answer.
+type MCPServerDeleted struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Deleted bool   `json:"deleted"`
 }

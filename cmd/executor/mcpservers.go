@@ -184,6 +184,7 @@ a secret's value.` + clientLong,
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), m.ID)
 			fmt.Fprintf(cmd.ErrOrStderr(), "created MCP server %s; agents list its tools as mcp:%s/<tool>\n", m.Name, m.Name)
+			printMCPWarnings(cmd.ErrOrStderr(), m)
 			return nil
 		},
 	}
@@ -279,6 +280,7 @@ ones.` + clientLong,
 				return writeJSON(cmd.OutOrStdout(), m)
 			}
 			printMCPServer(cmd.OutOrStdout(), m)
+			printMCPWarnings(cmd.ErrOrStderr(), m)
 			return nil
 		},
 	}
@@ -313,6 +315,14 @@ start afterwards no longer find the server.` + clientLong,
 }
 
 // printMCPServer prints a server for people: secrets by name only.
+// printMCPWarnings prints create's and update's warnings (a server saved
+// but not answering), one a line: the command still succeeds.
+func printMCPWarnings(w io.Writer, m client.MCPServer) {
+	for _, warn := range m.Warnings {
+		fmt.Fprintf(w, "warning: %s: %s\n", warn.Code, warn.Message)
+	}
+}
+
 func printMCPServer(w io.Writer, m client.MCPServer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "id\t%s\n", m.ID)

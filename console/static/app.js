@@ -3,6 +3,7 @@
 import { forgetKey, updateKeyButton } from './api.js';
 import { showError } from './dom.js';
 import { hierarchiesPage } from './hierarchies.js';
+import { mcpServersPage } from './mcp.js';
 import { runsPage } from './runs.js';
 import { runPage } from './run.js';
 
@@ -14,11 +15,12 @@ async function main() {
   });
   const root = document.getElementById('main');
   const path = location.pathname.replace(/\/+$/, '') || '/';
-  document.body.dataset.page = path === '/' ? 'hierarchies' : path === '/runs' ? 'runs' : 'run';
-  const nav = document.getElementById(path === '/' ? 'nav-hierarchies' : 'nav-runs');
+  document.body.dataset.page = path === '/' ? 'hierarchies' : path === '/runs' ? 'runs' : path === '/mcp-servers' ? 'mcp-servers' : 'run';
+  const nav = document.getElementById(path === '/' ? 'nav-hierarchies' : path === '/mcp-servers' ? 'nav-mcp-servers' : 'nav-runs');
   if (nav) nav.classList.add('current');
   if (path === '/') await hierarchiesPage(root);
   else if (path === '/runs') await runsPage(root);
+  else if (path === '/mcp-servers') await mcpServersPage(root);
   else if (path.startsWith('/runs/')) await runPage(root, decodeURIComponent(path.slice('/runs/'.length)));
   document.body.dataset.ready = 'true';
 }

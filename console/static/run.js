@@ -393,8 +393,12 @@ const HANDLERS = {
     if (this.cards.has(id)) return;
     const result = h('pre', { class: 'tool-result' });
     const state = h('span', { class: 'badge' }, 'running');
-    const card = h('div', { class: 'tool-card running', dataset: { toolExecutionId: id, tool: d.tool_name } },
-      h('div', {}, h('span', { class: 'muted' }, 'tool '), h('b', {}, d.tool_name), ' ', state, ' ', h('code', { class: 'muted' }, id)),
+    // An MCP tool's card names its server and tool ('mcp docs/search'),
+    // as the Web UI's activity summary does; a built-in's says 'tool'.
+    const mcp = mcpTool(d);
+    const card = h('div', { class: 'tool-card running' + (mcp ? ' mcp' : ''), dataset: mcp ? { toolExecutionId: id, tool: d.tool_name, mcpServer: mcp.server } : { toolExecutionId: id, tool: d.tool_name } },
+      h('div', { class: 'tool-title' }, h('span', { class: 'muted' }, mcp ? 'mcp ' : 'tool '), h('b', {}, mcp ? mcp.server + '/' + mcp.tool : d.tool_name),
+        ' ', state, ' ', h('code', { class: 'muted' }, id)),
       h('pre', { class: 'tool-input' }, typeof d.tool_input === 'string' ? d.tool_input : JSON.stringify(d.tool_input ?? d.arguments)),
       result);
     this.cards.set(id, { card, result, state });
@@ -408,7 +412,9 @@ const HANDLERS = {
     c.card.classList.remove('running');
     c.card.classList.add(failed ? 'failed' : 'completed');
     c.card.dataset.status = d.status || (failed ? 'failed' : 'completed');
-    c.state.textContent = (failed ? 'failed' : 'completed') + (d.duration_ms !== undefined ? ' · ' + d.duration_ms + ' ms' : '');
+    c.state.textContent = (failed ? 'failed' : 'completed') + (d.duration_ms !== undefined ? ' · ' + d.duration_ms + ' ms' : '') +
+      (d.attempt > 1 ? ' · attempt ' + d.attempt : '');
+    if (d.attempt > 1) c.card.dataset.attempt = String(d.attempt);
     const r = failed ? (d.error ?? d.result) : d.result;
     c.result.textContent = typeof r === 'string' ? r : JSON.stringify(r);
     this.laneOf(src).open = null;
@@ -549,4 +555,14 @@ class EventCache {
       sessionStorage.removeItem(this.key);
     }
   }
+}
+
+// mcpTool is an MCP call's server and tool, from its event's mcp_server
+// and the function name the model called ('mcp_<server>__<tool>'); null
+// for a built-in tool.
+function mcpTool(d) {
+  if (!d.mcp_server) return null;
+  const prefix = 'mcp_' + d.mcp_server + '__';
+  const name = d.tool_name || '';
+  return { server: d.mcp_server, tool: name.startsWith(prefix) ? name.slice(prefix.length) : name };
 }
