@@ -20,6 +20,9 @@ type ServerConfig struct {
 	Server
 	// AllowedTools limits the tools offered (empty: all).
 	AllowedTools []string
+	// Approval is the server's approval policy: "" (none),
+	// models.MCPApprovalDestructive or models.MCPApprovalNotReadOnly.
+	Approval string
 }
 
 // ServerSource finds a tenant's server by name (with its secrets
@@ -125,6 +128,16 @@ func (b *Toolbox) list(ctx context.Context, tenant string, cfg ServerConfig) ([]
 // server that cannot be listed is left out with a warning: the agent
 // works on with its other tools, as with a tool removed from the registry.
 func (b *Toolbox) Definitions(ctx context.Context, tenant string, keys []string) (defs []llm.ToolDef, warnings []string) {
+	defs, _, warnings = b.Offer(ctx, tenant, keys, nil)
+	return defs, warnings
+}
+
+// Offer is Definitions with the gates of the tools offered: those whose
+// calls wait for a person, because their server's approval policy meets
+// their annotations (models.MCPPolicyGate) or because one of the agent's
+// approvalKeys (its approval_tools) covers them. The agent's keys come
+// first: a gate it asked for is one it asked for, whatever the server says.
+func (b *Toolbox) Offer(ctx context.Context, tenant string, keys, approvalKeys []string) (defs []llm.ToolDef, gates []models.MCPToolGate, warnings []string) {
 	seen := map[string]bool{}
 	for _, k := range keys {
 		server, tool, ok := models.ParseMCPToolKey(k)
@@ -152,6 +165,19 @@ func (b *Toolbox) Definitions(ctx context.Context, tenant string, keys []string)
 				continue
 			}
 			seen[name] = true
+			reason := ""
+			for _, k := range approvalKeys {
+				if models.MCPKeyCovers(k, server, t.Name) {
+					reason = models.MCPGateAgent
+					break
+				}
+			}
+			if reason == "" {
+				reason = models.MCPPolicyGate(cfg.Approval, t.ReadOnly, t.Destructive)
+			}
+			if reason != "" {
+				gates = append(gates, models.MCPToolGate{Function: name, Server: server, Tool: t.Name, Reason: reason})
+			}
 			desc := t.Description
 			if desc == "" {
 				desc = "Tool " + t.Name + " of the MCP server " + server + "."
@@ -162,7 +188,7 @@ func (b *Toolbox) Definitions(ctx context.Context, tenant string, keys []string)
 			warnings = append(warnings, fmt.Sprintf("MCP server %q offers no tool %q", server, tool))
 		}
 	}
-	return defs, warnings
+	return defs, gates, warnings
 }
 
 // Call runs the call of function name (an MCP tool's, see FunctionName)

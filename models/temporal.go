@@ -703,6 +703,10 @@ type RespondResult struct {
 	// Artifacts are the files the answer declared, as stored (their bytes
 	// stay in the database).
 	Artifacts []ArtifactRef `json:"artifacts,omitempty"`
+	// MCPGates are the MCP tools offered to the model whose calls wait for
+	// a person (their server's approval policy and annotations, or the
+	// agent's approval_tools), as the listing of this call found them.
+	MCPGates []MCPToolGate `json:"mcp_gates,omitempty"`
 }
 
 // ChatMessage is one message of an agent turn's transcript.
