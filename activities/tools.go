@@ -73,7 +73,8 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 	if isMCP {
 		// A tenant's MCP tool (see mcp.FunctionName): its server answers.
 		var res tools.Result
-		res, err = a.MCP.Call(callCtx, tenantOf(in.RunOptions.Tenant), in.MCPTools, in.Call.Name, json.RawMessage(in.Call.Arguments))
+		res, err = a.MCP.Call(callCtx, tenantOf(in.RunOptions.Tenant), in.MCPTools, in.Call.Name, json.RawMessage(in.Call.Arguments),
+			mcp.CallApproval{Keys: in.MCPApprovalTools, Approved: in.MCPApproved})
 		content, files = res.Content, res.Files
 	} else {
 		switch runner := a.Tools.(type) {

@@ -165,17 +165,7 @@ func (b *Toolbox) Offer(ctx context.Context, tenant string, keys, approvalKeys [
 				continue
 			}
 			seen[name] = true
-			reason := ""
-			for _, k := range approvalKeys {
-				if models.MCPKeyCovers(k, server, t.Name) {
-					reason = models.MCPGateAgent
-					break
-				}
-			}
-			if reason == "" {
-				reason = models.MCPPolicyGate(cfg.Approval, t.ReadOnly, t.Destructive)
-			}
-			if reason != "" {
+			if reason := gateReason(cfg, t, approvalKeys); reason != "" {
 				gates = append(gates, models.MCPToolGate{Function: name, Server: server, Tool: t.Name, Reason: reason})
 			}
 			desc := t.Description
@@ -191,10 +181,33 @@ func (b *Toolbox) Offer(ctx context.Context, tenant string, keys, approvalKeys [
 	return defs, gates, warnings
 }
 
+// gateReason is why calls of cfg's tool t wait for a person (see
+// models.MCPToolGate), "" when they do not: one of the agent's
+// approvalKeys covers it, or the server's policy meets its annotations.
+func gateReason(cfg ServerConfig, t ToolInfo, approvalKeys []string) string {
+	for _, k := range approvalKeys {
+		if models.MCPKeyCovers(k, cfg.Name, t.Name) {
+			return models.MCPGateAgent
+		}
+	}
+	return models.MCPPolicyGate(cfg.Approval, t.ReadOnly, t.Destructive)
+}
+
+// CallApproval is what a call's workflow decided about its approval: the
+// agent's "mcp:" approval_tools keys, and whether a person approved it.
+type CallApproval struct {
+	Keys     []string
+	Approved bool
+}
+
 // Call runs the call of function name (an MCP tool's, see FunctionName)
 // for tenant, whose agent listed keys. A name the agent's keys do not
-// cover is refused: the model may only call what it was offered.
-func (b *Toolbox) Call(ctx context.Context, tenant string, keys []string, name string, arguments json.RawMessage) (tools.Result, error) {
+// cover is refused: the model may only call what it was offered. So is a
+// call of a gated tool (gateReason) that nobody approved: the workflow
+// gates the calls of the tools an LLM call's listing offered, and this
+// catches the others (a tool named while its server could not be listed),
+// so that no gated call runs unasked.
+func (b *Toolbox) Call(ctx context.Context, tenant string, keys []string, name string, arguments json.RawMessage, approval CallApproval) (tools.Result, error) {
 	server, ok := IsFunctionName(name)
 	if !ok {
 		return tools.Result{}, fmt.Errorf("%q is not an MCP tool", name)
@@ -222,6 +235,9 @@ func (b *Toolbox) Call(ctx context.Context, tenant string, keys []string, name s
 		}
 		if !slices.Contains(wanted, models.MCPAllTools) && !slices.Contains(wanted, t.Name) {
 			break
+		}
+		if reason := gateReason(cfg, t, approval.Keys); reason != "" && !approval.Approved {
+			return tools.Result{}, fmt.Errorf("MCP tool %s/%s needs a person's approval (%s), and this call was not approved: call it again to have it approved", server, t.Name, reason)
 		}
 		return b.Client.CallTool(ctx, cfg.Server, t.Name, arguments)
 	}

@@ -64,7 +64,7 @@ func TestToolboxDefinitionsAndCalls(t *testing.T) {
 		t.Errorf("listed again within the TTL")
 	}
 
-	res, err := b.Call(ctx, "acme", []string{"mcp:t/*"}, "mcp_t__add", json.RawMessage(`{"a":1,"b":2}`))
+	res, err := b.Call(ctx, "acme", []string{"mcp:t/*"}, "mcp_t__add", json.RawMessage(`{"a":1,"b":2}`), CallApproval{})
 	if err != nil || !strings.Contains(res.Content, `"sum":3`) {
 		t.Fatalf("add = %+v, %v", res, err)
 	}
@@ -79,7 +79,7 @@ func TestToolboxDefinitionsAndCalls(t *testing.T) {
 		{"other", []string{"mcp:t/*"}, "mcp_t__echo"},
 		{"acme", []string{"mcp:t/*"}, "calculator"},
 	} {
-		if _, err := b.Call(ctx, c.tenant, c.keys, c.name, nil); err == nil {
+		if _, err := b.Call(ctx, c.tenant, c.keys, c.name, nil, CallApproval{}); err == nil {
 			t.Errorf("%+v: called, want a refusal", c)
 		}
 	}
@@ -122,7 +122,8 @@ func proxy(target string, w http.ResponseWriter, r *http.Request) {
 // under "destructive", those that may be destructive (picture says so,
 // add says nothing, which MCP reads as destructive; echo is read-only);
 // under "not_read_only", all but echo; under none, only those the agent's
-// approval keys name. The agent's key wins over the policy's reason.
+// approval keys name. The agent's key wins over the policy's reason. A
+// call of a gated tool that nobody approved is refused.
 func TestToolboxGates(t *testing.T) {
 	srv, _ := testServer(t)
 	policy := ""
@@ -162,6 +163,36 @@ func TestToolboxGates(t *testing.T) {
 		policy = c.policy
 		if got := gates(c.keys...); got != c.want {
 			t.Errorf("policy %q, keys %v: gates %q, want %q", c.policy, c.keys, got, c.want)
+		}
+	}
+
+	// A call of a gated tool runs only when approved; an ungated one
+	// always. The agent's keys gate as the policy does.
+	ctx := context.Background()
+	for _, c := range []struct {
+		policy   string
+		approval CallApproval
+		name     string
+		runs     bool
+	}{
+		{models.MCPApprovalDestructive, CallApproval{}, "mcp_t__add", false},
+		{models.MCPApprovalDestructive, CallApproval{Approved: true}, "mcp_t__add", true},
+		{models.MCPApprovalDestructive, CallApproval{}, "mcp_t__echo", true},
+		{"", CallApproval{}, "mcp_t__add", true},
+		{"", CallApproval{Keys: []string{"mcp:t/echo"}}, "mcp_t__echo", false},
+		{"", CallApproval{Keys: []string{"mcp:t/echo"}, Approved: true}, "mcp_t__echo", true},
+	} {
+		policy = c.policy
+		args := json.RawMessage(`{"a":1,"b":2}`)
+		if c.name == "mcp_t__echo" {
+			args = json.RawMessage(`{"message":"m"}`)
+		}
+		_, err := b.Call(ctx, "acme", []string{"mcp:t/*"}, c.name, args, c.approval)
+		if c.runs && err != nil {
+			t.Errorf("%+v: %v", c, err)
+		}
+		if !c.runs && (err == nil || !strings.Contains(err.Error(), "needs a person's approval")) {
+			t.Errorf("%+v: ran (err %v), want a refusal", c, err)
 		}
 	}
 }

@@ -178,6 +178,7 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 				out      models.ToolOutput
 				usage    models.Usage
 				rejected bool
+				approved bool // at an MCP tool's gate
 			)
 			gated := t.Approvals != nil && contains(t.Agent.ApprovalTools, call.Name)
 			mcpGate := mcpGateOf(answer.MCPGates, call.Name)
@@ -210,11 +211,12 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 					t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, mcpResultData(call, newExecutionID(ctx), out, mcpGate))
 				} else {
 					call.Arguments = r.Arguments
+					approved = mcpGate != nil
 				}
 			}
 			if !rejected {
 				var err error
-				if out, usage, err = t.callTool(ctx, call); err != nil {
+				if out, usage, err = t.callTool(ctx, call, approved); err != nil {
 					return res, err
 				}
 			}
@@ -261,8 +263,9 @@ func mcpResultData(call models.ToolCall, execID string, out models.ToolOutput, g
 	return data
 }
 
-// callTool runs one tool call under a new tool_execution_id.
-func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models.ToolOutput, models.Usage, error) {
+// callTool runs one tool call under a new tool_execution_id; approved
+// says a person approved it at its MCP gate.
+func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall, approved bool) (models.ToolOutput, models.Usage, error) {
 	execID := newExecutionID(ctx)
 	if call.Name == models.DelegateToolName {
 		return t.delegate(ctx, call, execID)
@@ -288,6 +291,7 @@ func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models
 	err := workflow.ExecuteActivity(tctx, a.RunTool, models.ToolInput{
 		RunID: t.RunID, Source: t.Source, ExecutionID: execID, Call: call, RunOptions: t.Options,
 		ReturnEvents: t.Events.returnsEvents(), MCPTools: mcpTools,
+		MCPApprovalTools: models.MCPToolKeys(t.Agent.ApprovalTools), MCPApproved: approved,
 	}).Get(ctx, &out)
 	t.Events.apply(out.Events)
 	out.Events = nil

@@ -18,7 +18,7 @@ import (
 // mcpGateScript is writerScript whose writer, in its first round, calls
 // an MCP tool its listing gated (wipe, destructive under its server's
 // policy) and one it did not (read); RunTool records the calls it runs.
-func mcpGateScript(t *testing.T) (*fakeActivities, *testsuite.TestWorkflowEnvironment, *[]models.ToolCall) {
+func mcpGateScript(t *testing.T) (*fakeActivities, *testsuite.TestWorkflowEnvironment, *[]models.ToolInput) {
 	f := writerScript()
 	var mu sync.Mutex
 	f.respond = func(_ context.Context, in models.RespondInput) (*models.RespondResult, error) {
@@ -36,11 +36,11 @@ func mcpGateScript(t *testing.T) (*fakeActivities, *testsuite.TestWorkflowEnviro
 		return &models.RespondResult{Output: "done"}, nil
 	}
 	env := newEnv(t, f)
-	ran := &[]models.ToolCall{}
+	ran := &[]models.ToolInput{}
 	env.OnActivity(a.RunTool, mock.Anything, mock.Anything).Return(func(_ context.Context, in models.ToolInput) (*models.ToolOutput, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		*ran = append(*ran, in.Call)
+		*ran = append(*ran, in)
 		return &models.ToolOutput{Content: "ran " + in.Call.Name}, nil
 	})
 	return f, env, ran
@@ -90,15 +90,19 @@ func TestMCPToolApproval(t *testing.T) {
 		}
 		results := toolResults(f, "w-writer")
 		if approve {
-			if len(*ran) != 2 || (*ran)[0].Name != "mcp_srv__wipe" || (*ran)[0].Arguments != `{"path":"/b"}` || (*ran)[1].Name != "mcp_srv__read" {
-				t.Errorf("approved: ran %+v", *ran)
+			if len(*ran) != 2 || (*ran)[0].Call.Name != "mcp_srv__wipe" || (*ran)[0].Call.Arguments != `{"path":"/b"}` || (*ran)[1].Call.Name != "mcp_srv__read" {
+				t.Fatalf("approved: ran %+v", *ran)
+			}
+			// The activity is told which call a person approved.
+			if !(*ran)[0].MCPApproved || (*ran)[1].MCPApproved {
+				t.Errorf("approved: mcp_approved %v, %v: want the wipe's only", (*ran)[0].MCPApproved, (*ran)[1].MCPApproved)
 			}
 			if len(results) != 2 || results[0] != "ran mcp_srv__wipe" {
 				t.Errorf("approved: results %q", results)
 			}
 			continue
 		}
-		if len(*ran) != 1 || (*ran)[0].Name != "mcp_srv__read" {
+		if len(*ran) != 1 || (*ran)[0].Call.Name != "mcp_srv__read" {
 			t.Errorf("rejected: ran %+v, want only the ungated call", *ran)
 		}
 		if len(results) != 2 || results[0] != "error: tool call rejected by api_key:k: not that" {
@@ -125,7 +129,7 @@ func TestMCPGateTimeout(t *testing.T) {
 		w.ApprovalTimeout, w.ApprovalDefault = 600, models.ApprovalDefaultReject
 	})))
 	runResult(t, env)
-	if len(*ran) != 1 || (*ran)[0].Name != "mcp_srv__read" {
+	if len(*ran) != 1 || (*ran)[0].Call.Name != "mcp_srv__read" {
 		t.Errorf("ran %+v, want only the ungated call", *ran)
 	}
 	if evs := approvalEvents(f); len(evs) != 2 || evs[1].Data["decided_by"] != models.ApprovalTimeoutActor || evs[1].Data["decision"] != models.ApprovalRejected {
@@ -141,7 +145,7 @@ func TestMCPGateWithoutApprovals(t *testing.T) {
 	env.OnGetVersion("approval-gates", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(approvalHierarchy(mcpWriter)))
 	runResult(t, env)
-	if len(*ran) != 1 || (*ran)[0].Name != "mcp_srv__read" {
+	if len(*ran) != 1 || (*ran)[0].Call.Name != "mcp_srv__read" {
 		t.Errorf("ran %+v, want only the ungated call", *ran)
 	}
 	if r := toolResults(f, "w-writer"); len(r) != 2 || r[0] != `error: tool call refused: MCP tool srv/wipe needs a person's approval (destructive), which worker "writer" cannot ask for` {
