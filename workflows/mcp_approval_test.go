@@ -154,13 +154,14 @@ func TestMCPGateWithoutApprovals(t *testing.T) {
 }
 
 // TestMCPGatesBeforeTheChange: a run whose history predates
-// mcp-approval-gates runs a gated MCP call at once, as it did.
+// mcp-approval-gates schedules a gated MCP call's activity at once, as it
+// did (no gate, no marker); the activity, not approved, refuses it.
 func TestMCPGatesBeforeTheChange(t *testing.T) {
 	f, env, ran := mcpGateScript(t)
 	env.OnGetVersion("mcp-approval-gates", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(approvalHierarchy(mcpWriter)))
 	runResult(t, env)
-	if len(*ran) != 2 || len(approvalEvents(f)) != 0 {
+	if len(*ran) != 2 || (*ran)[0].MCPApproved || len(approvalEvents(f)) != 0 {
 		t.Errorf("ran %+v, approval events %d: want both calls at once", *ran, len(approvalEvents(f)))
 	}
 }
