@@ -206,15 +206,21 @@ func startHangingServer(t *testing.T) *hangingServer {
 	t.Helper()
 	h := &hangingServer{started: make(chan struct{}, 8), cancelled: make(chan struct{}, 8)}
 	s := sdk.NewServer(&sdk.Implementation{Name: "hanging", Version: "1"}, nil)
+	release := make(chan struct{})
 	sdk.AddTool(s, &sdk.Tool{Name: "wait", Description: "waits for ever", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
 			h.started <- struct{}{}
-			<-ctx.Done()
-			h.cancelled <- struct{}{}
+			select {
+			case <-ctx.Done():
+				h.cancelled <- struct{}{}
+			case <-release: // the test is over (and failed): let Close return
+			}
 			return nil, nil, ctx.Err()
 		})
 	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
 	t.Cleanup(srv.Close)
+	t.Cleanup(srv.CloseClientConnections)
+	t.Cleanup(func() { close(release) }) // runs first
 	h.url = srv.URL
 	return h
 }
