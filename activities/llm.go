@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -107,9 +108,11 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 		BaseURL:     in.Agent.BaseURL,
 		Region:      in.Agent.Region,
 	}
+	var gates []models.MCPToolGate
 	if !in.NoTools {
 		req.Tools = a.toolDefinitions(in.Agent)
-		req.Tools = append(req.Tools, a.mcpDefinitions(ctx, pub, in.Source, in.RunOptions.Tenant, in.Agent.Tools)...)
+		mcpDefs, mcpGates := a.mcpDefinitions(ctx, pub, in.Source, in.RunOptions.Tenant, in.Agent)
+		req.Tools, gates = append(req.Tools, mcpDefs...), mcpGates
 	}
 	var extra map[string]any
 	if in.MessageID != "" {
@@ -125,6 +128,13 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 	}
 	for _, c := range resp.ToolCalls {
 		res.ToolCalls = append(res.ToolCalls, models.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		// Only the gates of tools the model called travel back: the
+		// workflow gates those calls, and the history stays small.
+		for _, g := range gates {
+			if g.Function == c.Name && !slices.ContainsFunc(res.MCPGates, func(x models.MCPToolGate) bool { return x.Function == g.Function }) {
+				res.MCPGates = append(res.MCPGates, g)
+			}
+		}
 	}
 	if len(res.ToolCalls) == 0 {
 		// The turn's final output: the files it declares are stored now,

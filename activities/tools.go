@@ -73,7 +73,8 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 	if isMCP {
 		// A tenant's MCP tool (see mcp.FunctionName): its server answers.
 		var res tools.Result
-		res, err = a.MCP.Call(callCtx, tenantOf(in.RunOptions.Tenant), in.MCPTools, in.Call.Name, json.RawMessage(in.Call.Arguments))
+		res, err = a.MCP.Call(callCtx, tenantOf(in.RunOptions.Tenant), in.MCPTools, in.Call.Name, json.RawMessage(in.Call.Arguments),
+			mcp.CallApproval{Keys: in.MCPApprovalTools, Approved: in.MCPApproved})
 		content, files = res.Content, res.Files
 	} else {
 		switch runner := a.Tools.(type) {
@@ -172,22 +173,20 @@ func tenantOf(t string) string {
 }
 
 // mcpDefinitions are the function definitions of the agent's MCP tool
-// keys. A server that cannot be listed is left out with a system.warning:
-// the agent goes on with its other tools.
-func (a *Activities) mcpDefinitions(ctx context.Context, pub *publisher, src models.Source, tenant string, keys []string) []llm.ToolDef {
+// keys, and the gates of those whose calls wait for a person (see
+// mcp.Toolbox.Offer). A server that cannot be listed is left out with a
+// system.warning: the agent goes on with its other tools.
+func (a *Activities) mcpDefinitions(ctx context.Context, pub *publisher, src models.Source, tenant string, agent models.Agent) ([]llm.ToolDef, []models.MCPToolGate) {
 	if a.MCP == nil {
-		return nil
+		return nil, nil
 	}
-	has := false
-	for _, k := range keys {
-		has = has || models.IsMCPToolKey(k)
+	keys := models.MCPToolKeys(agent.Tools)
+	if len(keys) == 0 {
+		return nil, nil
 	}
-	if !has {
-		return nil
-	}
-	defs, warnings := a.MCP.Definitions(ctx, tenantOf(tenant), keys)
+	defs, gates, warnings := a.MCP.Offer(ctx, tenantOf(tenant), keys, models.MCPToolKeys(agent.ApprovalTools))
 	for _, w := range warnings {
 		pub.emit(pub.event(src, models.CategorySystem, models.ActionWarning, map[string]any{"message": w}))
 	}
-	return defs
+	return defs, gates
 }

@@ -32,7 +32,8 @@ type approvalConfig struct {
 const maxApprovalTimeout = 366 * 24 * 3600
 
 // apply checks the settings and sets them on a. Only a worker's tools can
-// be gated, and only tools it has; the global supervisor has no gates.
+// be gated, and only tools it has (for MCP tools, see mcpApprovalKey); the
+// global supervisor has no gates.
 func (c approvalConfig) apply(field string, a *models.Agent, worker bool) error {
 	if c.ApprovalTimeout < 0 || c.ApprovalTimeout > maxApprovalTimeout {
 		return models.FieldError(field+".approval_timeout", "must be between 0 and %d seconds, got %d", maxApprovalTimeout, c.ApprovalTimeout)
@@ -51,12 +52,35 @@ func (c approvalConfig) apply(field string, a *models.Agent, worker bool) error 
 		if t == "" || contains(a.ApprovalTools, t) {
 			continue
 		}
-		if !contains(a.Tools, t) {
+		if models.IsMCPToolKey(t) {
+			if err := mcpApprovalKey(field+".approval_tools", t, a.Tools); err != nil {
+				return err
+			}
+		} else if !contains(a.Tools, t) {
 			return models.FieldError(field+".approval_tools", "names %q, which is not one of the worker's tools", t)
 		}
 		a.ApprovalTools = append(a.ApprovalTools, t)
 	}
 	return nil
+}
+
+// mcpApprovalKey checks an "mcp:<server>/<tool>" or "mcp:<server>/*" key
+// of approval_tools: well formed, and naming tools the worker has (one of
+// its tool keys covers the tool, or, for "*", names the server). The
+// worker's own keys are checked against the tenant's servers with its
+// tools, so a covered key names a known server.
+func mcpApprovalKey(field, key string, tools []string) error {
+	server, tool, ok := models.ParseMCPToolKey(key)
+	if !ok {
+		return models.FieldError(field, "%q is not an MCP tool key; write mcp:<server>/<tool> or mcp:<server>/*", key)
+	}
+	for _, k := range tools {
+		s, t, ok := models.ParseMCPToolKey(k)
+		if ok && s == server && (tool == models.MCPAllTools || t == models.MCPAllTools || t == tool) {
+			return nil
+		}
+	}
+	return models.FieldError(field, "names %q, which is not one of the worker's tools (add mcp:%s/%s or mcp:%s/* to its tools)", key, server, tool, server)
 }
 
 // noGate refuses approval settings on the global supervisor, which has no

@@ -66,12 +66,13 @@ func nonNilStrings(s []string) []string {
 	return s
 }
 
-// The approval policies of a server: none, every tool the server marks
-// destructiveHint, or every tool it does not mark readOnlyHint.
+// The approval policies of a server: none, every tool that may be
+// destructive (destructiveHint, true when absent), or every tool it does
+// not mark readOnlyHint (see models.MCPPolicyGate).
 const (
-	mcpApprovalNone        = "none"
-	mcpApprovalDestructive = "destructive"
-	mcpApprovalNotReadOnly = "not_read_only"
+	mcpApprovalNone        = models.MCPApprovalNone
+	mcpApprovalDestructive = models.MCPApprovalDestructive
+	mcpApprovalNotReadOnly = models.MCPApprovalNotReadOnly
 )
 
 // MaxMCPTimeout bounds a server's per-call timeout.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -156,6 +157,132 @@ func TestHierarchyMCPToolKeys(t *testing.T) {
 			env := a.expectError(pathCreate, body, 400, 40001)
 			if env.Field != "teams[0].workers[0].tools" {
 				t.Errorf("%v: field %q (%s)", tools, env.Field, env.Message)
+			}
+		}
+	})
+}
+
+// TestMCPApprovalTools: a worker's approval_tools may name its MCP tools,
+// one ("mcp:<server>/<tool>", covered by one of its keys) or all of a
+// server's ("mcp:<server>/*"); a malformed key or an MCP tool the worker
+// does not have is a 400 naming approval_tools.
+func TestMCPApprovalTools(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		a := newTestAPI(t, st, withFakeTools)
+		ctx := context.Background()
+		for _, m := range []*store.MCPServer{
+			{TenantID: "default", Name: "tracker", URL: "https://example.com/mcp"},
+			{TenantID: "default", Name: "docs", URL: "https://example.com/docs"},
+		} {
+			if err := st.CreateMCPServer(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		body := specBody()
+		w := worker(body, 0, 0)
+		w["tools"] = []any{"calculator", "mcp:tracker/*", "mcp:docs/search"}
+		w["approval_tools"] = []any{"calculator", "mcp:tracker/delete_issue", "mcp:docs/*"}
+		got := get(a, create(a, body)).Teams[0].Workers[0]
+		if strings.Join(got.ApprovalTools, ",") != "calculator,mcp:tracker/delete_issue,mcp:docs/*" {
+			t.Fatalf("approval_tools = %v", got.ApprovalTools)
+		}
+		for _, bad := range [][]any{
+			{"mcp:other/x"},       // no key on that server
+			{"mcp:docs/delete"},   // the worker has docs/search only
+			{"mcp:tracker"},       // malformed
+			{"mcp:Tracker/x"},     // malformed server name
+			{"mcp:tracker/a b c"}, // malformed tool name
+		} {
+			body := specBody()
+			w := worker(body, 0, 0)
+			w["tools"] = []any{"mcp:tracker/*", "mcp:docs/search"}
+			w["approval_tools"] = bad
+			env := a.expectError(pathCreate, body, 400, 40001)
+			if env.Field != "teams[0].workers[0].approval_tools" {
+				t.Errorf("%v: field %q (%s)", bad, env.Field, env.Message)
+			}
+		}
+	})
+}
+
+// TestV1TeamMCPTools: spec 001's team routes keep a worker's MCP tool
+// keys (unknown built-in tools are dropped with a warning, MCP keys are
+// not) and check them as hierarchies/create does: an unknown server or a
+// malformed key is a 400 naming the field in spec 001's terms. Its
+// approval_tools may name them too.
+func TestV1TeamMCPTools(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
+		a := newTestAPI(t, st, withFakeTools)
+		ctx := context.Background()
+		for _, m := range []*store.MCPServer{
+			{TenantID: "default", Name: "tracker", URL: "https://example.com/mcp", AllowedTools: []string{"search_issues", "close_issue"}},
+			{TenantID: "other", Name: "theirs", URL: "https://example.com/other"},
+		} {
+			if err := st.CreateMCPServer(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		agentConfig := func(req map[string]any) map[string]any {
+			return req["sub_teams"].([]any)[0].(map[string]any)["agent_configs"].([]any)[0].(map[string]any)
+		}
+		req := specRequest(t)
+		ac := agentConfig(req)
+		ac["tools"] = []any{"calculator", "mcp:tracker/search_issues", "mcp:tracker/close_issue"}
+		ac["approval_tools"] = []any{"mcp:tracker/close_issue"}
+		var created teamSummary
+		a.mustDo(http.MethodPost, pathTeams, req, api.CodeTeamCreated, &created)
+		for _, w := range created.Warnings {
+			if strings.Contains(w, "mcp:") {
+				t.Errorf("an MCP tool was dropped: %q", w)
+			}
+		}
+		stored := get(a, created.TeamID).Teams[0].Workers[0]
+		if strings.Join(stored.Tools, ",") != "calculator,mcp:tracker/search_issues,mcp:tracker/close_issue" ||
+			strings.Join(stored.ApprovalTools, ",") != "mcp:tracker/close_issue" {
+			t.Fatalf("stored tools %v, approval_tools %v", stored.Tools, stored.ApprovalTools)
+		}
+		var got struct {
+			SubTeams []struct {
+				AgentConfigs []struct {
+					Tools         []string `json:"tools"`
+					ApprovalTools []string `json:"approval_tools"`
+				} `json:"agent_configs"`
+			} `json:"sub_teams"`
+		}
+		a.mustDo(http.MethodGet, pathTeams+"/"+created.TeamID, nil, api.CodeTeamInfoRetrieved, &got)
+		if w := got.SubTeams[0].AgentConfigs[0]; !slices.Contains(w.Tools, "mcp:tracker/close_issue") || !slices.Equal(w.ApprovalTools, []string{"mcp:tracker/close_issue"}) {
+			t.Errorf("read back: %+v", w)
+		}
+		// An update keeps them too.
+		ac["tools"] = []any{"mcp:tracker/*"}
+		ac["approval_tools"] = []any{"mcp:tracker/*"}
+		a.mustDo(http.MethodPut, pathTeams+"/"+created.TeamID, req, api.CodeTeamUpdated, nil)
+		if w := get(a, created.TeamID).Teams[0].Workers[0]; strings.Join(w.Tools, ",") != "mcp:tracker/*" || strings.Join(w.ApprovalTools, ",") != "mcp:tracker/*" {
+			t.Errorf("after update: tools %v, approval_tools %v", w.Tools, w.ApprovalTools)
+		}
+
+		for _, c := range []struct {
+			tools, approval []any
+			field           string
+		}{
+			{[]any{"mcp:nope/x"}, nil, "sub_teams[0].agent_configs[0].tools"},
+			{[]any{"mcp:theirs/x"}, nil, "sub_teams[0].agent_configs[0].tools"}, // another tenant's
+			{[]any{"mcp:tracker/delete_all"}, nil, "sub_teams[0].agent_configs[0].tools"},
+			{[]any{"mcp:tracker"}, nil, "sub_teams[0].agent_configs[0].tools"},
+			{[]any{"mcp:tracker/search_issues"}, []any{"mcp:tracker/close_issue"}, "sub_teams[0].agent_configs[0].approval_tools"},
+		} {
+			for _, method := range []string{http.MethodPost, http.MethodPut} {
+				req := specRequest(t)
+				ac := agentConfig(req)
+				ac["tools"], ac["approval_tools"] = c.tools, c.approval
+				path := pathTeams
+				if method == http.MethodPut {
+					path += "/" + created.TeamID
+				}
+				env := a.expectV1Error(method, path, req, http.StatusBadRequest, "INVALID_PARAMETERS")
+				if got := env.Error.Details["field"]; got != c.field {
+					t.Errorf("%s %v/%v: field %v (%s), want %s", method, c.tools, c.approval, got, env.Error.Message, c.field)
+				}
 			}
 		}
 	})

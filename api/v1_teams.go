@@ -85,7 +85,8 @@ type droppedTool struct {
 }
 
 // toModel converts a spec 001 request to a hierarchy. Tools the registry
-// does not know are dropped rather than refused (spec 001's own example
+// does not know (but for MCP tool keys, "mcp:<server>/<tool>", which are
+// kept and checked) are dropped rather than refused (spec 001's own example
 // names tools this service does not have, and must work unchanged); the
 // caller turns them into warnings once agent_ids are known.
 func (in *v1TeamRequest) toModel(tools ToolCatalog) (*models.Hierarchy, []droppedTool, error) {
@@ -218,6 +219,12 @@ func (ac *v1AgentConfig) toAgent(field string, tools ToolCatalog) (models.Agent,
 		t = strings.TrimSpace(t)
 		switch {
 		case t == "" || contains(a.Tools, t) || contains(dropped, t):
+		case models.IsMCPToolKey(t):
+			// An MCP tool is the tenant's own, not spec 001's example: it
+			// is kept, and checked (well formed, a server of the tenant,
+			// an allowed tool) with the hierarchy's references, a 400
+			// naming the field as hierarchies/create answers.
+			a.Tools = append(a.Tools, t)
 		case tools.Validate(field+".tools", []string{t}) == nil:
 			a.Tools = append(a.Tools, t)
 		default:

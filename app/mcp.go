@@ -80,6 +80,7 @@ func StoreMCPServers(st *store.Store, lookupEnv func(string) (string, bool)) mcp
 		return mcp.ServerConfig{
 			Server:       mcp.Server{Name: m.Name, URL: m.URL, Command: m.Command, Headers: headers, Timeout: m.Timeout},
 			AllowedTools: m.AllowedTools,
+			Approval:     m.Approval,
 		}, nil
 	}
 }

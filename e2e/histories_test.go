@@ -183,6 +183,47 @@ func TestRecordReplayHistories(t *testing.T) {
 		e.waitRun(id, time.Minute)
 		e.exportRun(t, id, dir("streamed"))
 	})
+	t.Run("mcp", func(t *testing.T) {
+		// A worker calls two tools of an MCP server (a Go SDK server of
+		// the test); record it alone with -run 'TestRecordReplayHistories/mcp$'.
+		g := startGatedServer(t)
+		e := newEnv(t, mcpToolRules(toolCall("mcp_gated__peek", `{}`), toolCall("mcp_gated__wipe", `{"path":"/tmp/a"}`)),
+			withConfig(func(c *config.Config) { c.MCPAllowPrivate = true }))
+		e.mustPost("/mcp-servers/create", map[string]any{"name": "gated", "url": g.url}, nil)
+		id := e.startRun(e.createHierarchy(searcherWith([]string{"mcp:gated/*"}, nil)), "record mcp")
+		if v := e.waitRun(id, time.Minute); v.Status != models.RunCompleted || g.peeks.Load() != 1 || g.wipes.Load() != 1 {
+			t.Fatalf("run %s, peeks %d, wipes %d", v.Status, g.peeks.Load(), g.wipes.Load())
+		}
+		e.exportRun(t, id, dir("mcp"))
+	})
+	t.Run("mcpapproval", func(t *testing.T) {
+		// Two calls of a destructive MCP tool on a server whose approval
+		// is "destructive" (change mcp-approval-gates): the first approved
+		// with edited arguments, the second rejected; record it alone with
+		// -run 'TestRecordReplayHistories/mcpapproval$'.
+		g := startGatedServer(t)
+		e := newEnv(t, mcpToolRules(toolCall("mcp_gated__wipe", `{"path":"/tmp/a"}`), toolCall("mcp_gated__wipe", `{"path":"/tmp/b"}`)),
+			withConfig(func(c *config.Config) { c.MCPAllowPrivate = true }))
+		e.mustPost("/mcp-servers/create", map[string]any{"name": "gated", "url": g.url, "approval": "destructive"}, nil)
+		id := e.startRun(e.createHierarchy(searcherWith([]string{"mcp:gated/*"}, nil)), "record mcp approval")
+		first := e.waitApproval(id, "w-searcher")
+		e.mustPost("/runs/approve", map[string]any{"id": id, "approval_id": first.ApprovalID, "arguments": map[string]any{"path": "/tmp/c"}}, nil)
+		var second models.Approval
+		waitFor(t, 30*time.Second, "the second gate", func() bool {
+			for _, ap := range e.pendingApprovals(id) {
+				if ap.ApprovalID != first.ApprovalID {
+					second = ap
+					return true
+				}
+			}
+			return false
+		})
+		e.mustPost("/runs/reject", map[string]any{"id": id, "approval_id": second.ApprovalID, "comment": "one is enough"}, nil)
+		if v := e.waitRun(id, time.Minute); v.Status != models.RunCompleted || strings.Join(g.paths(), ",") != "/tmp/c" {
+			t.Fatalf("run %s, wiped %v", v.Status, g.paths())
+		}
+		e.exportRun(t, id, dir("mcpapproval"))
+	})
 	t.Run("retry", func(t *testing.T) {
 		full := strings.Repeat("complete ", 20)
 		e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-WRITER": {{Content: full, DropAfterChunks: 6}, {Content: full}}}))

@@ -110,8 +110,10 @@ type ToolInfo struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"input_schema"`
-	// ReadOnly and Destructive are the server's annotations (hints, not
-	// guarantees: the approval policy decides what to trust).
+	// ReadOnly and Destructive are the server's annotations readOnlyHint
+	// and destructiveHint, with MCP's defaults: Destructive is true when
+	// the tool says nothing, false when it is read-only. Hints, not
+	// guarantees: the server's approval policy decides what to trust.
 	ReadOnly    bool `json:"read_only,omitempty"`
 	Destructive bool `json:"destructive,omitempty"`
 }
@@ -252,10 +254,13 @@ func (c *Client) ListTools(ctx context.Context, srv Server) ([]ToolInfo, error) 
 		if err != nil || string(schema) == "null" {
 			schema = json.RawMessage(`{"type":"object"}`)
 		}
-		info := ToolInfo{Name: t.Name, Description: t.Description, InputSchema: schema}
+		// MCP's defaults: a tool without annotations is not read-only and
+		// may be destructive; destructiveHint means something only when
+		// readOnlyHint is false. An approval policy fails closed.
+		info := ToolInfo{Name: t.Name, Description: t.Description, InputSchema: schema, Destructive: true}
 		if a := t.Annotations; a != nil {
 			info.ReadOnly = a.ReadOnlyHint
-			info.Destructive = a.DestructiveHint != nil && *a.DestructiveHint
+			info.Destructive = !a.ReadOnlyHint && (a.DestructiveHint == nil || *a.DestructiveHint)
 		}
 		out = append(out, info)
 	}

@@ -97,7 +97,10 @@ func TestListAndCallOverStreamableHTTP(t *testing.T) {
 	for _, ti := range list {
 		byName[ti.Name] = ti
 	}
-	if len(byName) != 6 || !byName["echo"].ReadOnly || !byName["picture"].Destructive || byName["add"].ReadOnly {
+	// MCP's defaults: add says nothing, so it may be destructive; echo is
+	// read-only, so it is not.
+	if len(byName) != 6 || !byName["echo"].ReadOnly || byName["echo"].Destructive || !byName["picture"].Destructive ||
+		byName["add"].ReadOnly || !byName["add"].Destructive {
 		t.Fatalf("tools = %+v", list)
 	}
 	if !strings.Contains(string(byName["add"].InputSchema), `"a"`) {

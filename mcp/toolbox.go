@@ -20,6 +20,9 @@ type ServerConfig struct {
 	Server
 	// AllowedTools limits the tools offered (empty: all).
 	AllowedTools []string
+	// Approval is the server's approval policy: "" (none),
+	// models.MCPApprovalDestructive or models.MCPApprovalNotReadOnly.
+	Approval string
 }
 
 // ServerSource finds a tenant's server by name (with its secrets
@@ -125,6 +128,16 @@ func (b *Toolbox) list(ctx context.Context, tenant string, cfg ServerConfig) ([]
 // server that cannot be listed is left out with a warning: the agent
 // works on with its other tools, as with a tool removed from the registry.
 func (b *Toolbox) Definitions(ctx context.Context, tenant string, keys []string) (defs []llm.ToolDef, warnings []string) {
+	defs, _, warnings = b.Offer(ctx, tenant, keys, nil)
+	return defs, warnings
+}
+
+// Offer is Definitions with the gates of the tools offered: those whose
+// calls wait for a person, because their server's approval policy meets
+// their annotations (models.MCPPolicyGate) or because one of the agent's
+// approvalKeys (its approval_tools) covers them. The agent's keys come
+// first: a gate it asked for is one it asked for, whatever the server says.
+func (b *Toolbox) Offer(ctx context.Context, tenant string, keys, approvalKeys []string) (defs []llm.ToolDef, gates []models.MCPToolGate, warnings []string) {
 	seen := map[string]bool{}
 	for _, k := range keys {
 		server, tool, ok := models.ParseMCPToolKey(k)
@@ -152,6 +165,9 @@ func (b *Toolbox) Definitions(ctx context.Context, tenant string, keys []string)
 				continue
 			}
 			seen[name] = true
+			if reason := gateReason(cfg, t, approvalKeys); reason != "" {
+				gates = append(gates, models.MCPToolGate{Function: name, Server: server, Tool: t.Name, Reason: reason})
+			}
 			desc := t.Description
 			if desc == "" {
 				desc = "Tool " + t.Name + " of the MCP server " + server + "."
@@ -162,13 +178,36 @@ func (b *Toolbox) Definitions(ctx context.Context, tenant string, keys []string)
 			warnings = append(warnings, fmt.Sprintf("MCP server %q offers no tool %q", server, tool))
 		}
 	}
-	return defs, warnings
+	return defs, gates, warnings
+}
+
+// gateReason is why calls of cfg's tool t wait for a person (see
+// models.MCPToolGate), "" when they do not: one of the agent's
+// approvalKeys covers it, or the server's policy meets its annotations.
+func gateReason(cfg ServerConfig, t ToolInfo, approvalKeys []string) string {
+	for _, k := range approvalKeys {
+		if models.MCPKeyCovers(k, cfg.Name, t.Name) {
+			return models.MCPGateAgent
+		}
+	}
+	return models.MCPPolicyGate(cfg.Approval, t.ReadOnly, t.Destructive)
+}
+
+// CallApproval is what a call's workflow decided about its approval: the
+// agent's "mcp:" approval_tools keys, and whether a person approved it.
+type CallApproval struct {
+	Keys     []string
+	Approved bool
 }
 
 // Call runs the call of function name (an MCP tool's, see FunctionName)
 // for tenant, whose agent listed keys. A name the agent's keys do not
-// cover is refused: the model may only call what it was offered.
-func (b *Toolbox) Call(ctx context.Context, tenant string, keys []string, name string, arguments json.RawMessage) (tools.Result, error) {
+// cover is refused: the model may only call what it was offered. So is a
+// call of a gated tool (gateReason) that nobody approved: the workflow
+// gates the calls of the tools an LLM call's listing offered, and this
+// catches the others (a tool named while its server could not be listed),
+// so that no gated call runs unasked.
+func (b *Toolbox) Call(ctx context.Context, tenant string, keys []string, name string, arguments json.RawMessage, approval CallApproval) (tools.Result, error) {
 	server, ok := IsFunctionName(name)
 	if !ok {
 		return tools.Result{}, fmt.Errorf("%q is not an MCP tool", name)
@@ -196,6 +235,9 @@ func (b *Toolbox) Call(ctx context.Context, tenant string, keys []string, name s
 		}
 		if !slices.Contains(wanted, models.MCPAllTools) && !slices.Contains(wanted, t.Name) {
 			break
+		}
+		if reason := gateReason(cfg, t, approval.Keys); reason != "" && !approval.Approved {
+			return tools.Result{}, fmt.Errorf("MCP tool %s/%s needs a person's approval (%s), and this call was not approved: call it again to have it approved", server, t.Name, reason)
 		}
 		return b.Client.CallTool(ctx, cfg.Server, t.Name, arguments)
 	}

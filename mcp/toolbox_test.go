@@ -9,6 +9,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/op-stack/executor/models"
 )
 
 func TestToolboxDefinitionsAndCalls(t *testing.T) {
@@ -61,7 +64,7 @@ func TestToolboxDefinitionsAndCalls(t *testing.T) {
 		t.Errorf("listed again within the TTL")
 	}
 
-	res, err := b.Call(ctx, "acme", []string{"mcp:t/*"}, "mcp_t__add", json.RawMessage(`{"a":1,"b":2}`))
+	res, err := b.Call(ctx, "acme", []string{"mcp:t/*"}, "mcp_t__add", json.RawMessage(`{"a":1,"b":2}`), CallApproval{})
 	if err != nil || !strings.Contains(res.Content, `"sum":3`) {
 		t.Fatalf("add = %+v, %v", res, err)
 	}
@@ -76,7 +79,7 @@ func TestToolboxDefinitionsAndCalls(t *testing.T) {
 		{"other", []string{"mcp:t/*"}, "mcp_t__echo"},
 		{"acme", []string{"mcp:t/*"}, "calculator"},
 	} {
-		if _, err := b.Call(ctx, c.tenant, c.keys, c.name, nil); err == nil {
+		if _, err := b.Call(ctx, c.tenant, c.keys, c.name, nil, CallApproval{}); err == nil {
 			t.Errorf("%+v: called, want a refusal", c)
 		}
 	}
@@ -111,6 +114,107 @@ func proxy(target string, w http.ResponseWriter, r *http.Request) {
 		}
 		if err != nil {
 			return
+		}
+	}
+}
+
+// TestToolboxGates: Offer gates the tools whose calls wait for a person:
+// under "destructive", those that may be destructive (picture says so,
+// add says nothing, which MCP reads as destructive; echo is read-only);
+// under "not_read_only", all but echo; under none, only those the agent's
+// approval keys name. The agent's key wins over the policy's reason. A
+// call of a gated tool that nobody approved is refused.
+func TestToolboxGates(t *testing.T) {
+	srv, _ := testServer(t)
+	policy := ""
+	b := &Toolbox{
+		Client: New(Config{AllowPrivate: true}),
+		Servers: func(_ context.Context, _, name string) (ServerConfig, error) {
+			return ServerConfig{Server: Server{Name: name, URL: srv.URL}, AllowedTools: []string{"echo", "add", "picture"}, Approval: policy}, nil
+		},
+		ListTTL: time.Nanosecond,
+	}
+	gates := func(approvalKeys ...string) string {
+		_, gs, warnings := b.Offer(context.Background(), "acme", []string{"mcp:t/*"}, approvalKeys)
+		if len(warnings) > 0 {
+			t.Fatalf("warnings %q", warnings)
+		}
+		var out []string
+		for _, g := range gs {
+			if g.Function != FunctionName(g.Server, g.Tool) || g.Server != "t" {
+				t.Errorf("gate %+v", g)
+			}
+			out = append(out, g.Tool+":"+g.Reason)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, c := range []struct {
+		policy string
+		keys   []string
+		want   string
+	}{
+		{"", nil, ""},
+		{"", []string{"mcp:t/echo", "mcp:other/*"}, "echo:approval_tools"},
+		{"", []string{"mcp:t/*"}, "add:approval_tools,echo:approval_tools,picture:approval_tools"},
+		{models.MCPApprovalDestructive, nil, "add:destructive,picture:destructive"},
+		{models.MCPApprovalNotReadOnly, nil, "add:not_read_only,picture:not_read_only"},
+		{models.MCPApprovalDestructive, []string{"mcp:t/picture"}, "add:destructive,picture:approval_tools"},
+	} {
+		policy = c.policy
+		if got := gates(c.keys...); got != c.want {
+			t.Errorf("policy %q, keys %v: gates %q, want %q", c.policy, c.keys, got, c.want)
+		}
+	}
+
+	// A call of a gated tool runs only when approved; an ungated one
+	// always. The agent's keys gate as the policy does.
+	ctx := context.Background()
+	for _, c := range []struct {
+		policy   string
+		approval CallApproval
+		name     string
+		runs     bool
+	}{
+		{models.MCPApprovalDestructive, CallApproval{}, "mcp_t__add", false},
+		{models.MCPApprovalDestructive, CallApproval{Approved: true}, "mcp_t__add", true},
+		{models.MCPApprovalDestructive, CallApproval{}, "mcp_t__echo", true},
+		{"", CallApproval{}, "mcp_t__add", true},
+		{"", CallApproval{Keys: []string{"mcp:t/echo"}}, "mcp_t__echo", false},
+		{"", CallApproval{Keys: []string{"mcp:t/echo"}, Approved: true}, "mcp_t__echo", true},
+	} {
+		policy = c.policy
+		args := json.RawMessage(`{"a":1,"b":2}`)
+		if c.name == "mcp_t__echo" {
+			args = json.RawMessage(`{"message":"m"}`)
+		}
+		_, err := b.Call(ctx, "acme", []string{"mcp:t/*"}, c.name, args, c.approval)
+		if c.runs && err != nil {
+			t.Errorf("%+v: %v", c, err)
+		}
+		if !c.runs && (err == nil || !strings.Contains(err.Error(), "needs a person's approval")) {
+			t.Errorf("%+v: ran (err %v), want a refusal", c, err)
+		}
+	}
+}
+
+// TestPolicyGate: the approval policies against readOnlyHint and
+// destructiveHint (as ToolInfo holds them, MCP's defaults applied).
+func TestPolicyGate(t *testing.T) {
+	for _, c := range []struct {
+		policy                string
+		readOnly, destructive bool
+		want                  string
+	}{
+		{"", false, true, ""},
+		{models.MCPApprovalNone, false, true, ""},
+		{models.MCPApprovalDestructive, false, true, models.MCPApprovalDestructive},
+		{models.MCPApprovalDestructive, false, false, ""}, // additive only
+		{models.MCPApprovalDestructive, true, true, ""},   // read-only wins
+		{models.MCPApprovalNotReadOnly, false, false, models.MCPApprovalNotReadOnly},
+		{models.MCPApprovalNotReadOnly, true, false, ""},
+	} {
+		if got := models.MCPPolicyGate(c.policy, c.readOnly, c.destructive); got != c.want {
+			t.Errorf("%+v: %q", c, got)
 		}
 	}
 }

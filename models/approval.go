@@ -60,7 +60,14 @@ type Approval struct {
 	Instruction string  `json:"instruction,omitempty"`
 	Tool        string  `json:"tool,omitempty"`
 	Arguments   string  `json:"arguments,omitempty"`
-	RequestedAt string  `json:"requested_at"`
+	// MCPServer and MCPTool name an MCP tool call's server and the tool
+	// on it (Tool is the function name the model called), and Reason why
+	// it waits: the agent's approval_tools, or the server's approval
+	// policy met by the tool's annotations (models.MCPToolGate).
+	MCPServer   string `json:"mcp_server,omitempty"`
+	MCPTool     string `json:"mcp_tool,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	RequestedAt string `json:"requested_at"`
 	// TimeoutAt and DefaultDecision are set when the gate has an
 	// approval_timeout: at TimeoutAt it resolves as DefaultDecision.
 	TimeoutAt       string `json:"timeout_at,omitempty"`

@@ -161,3 +161,61 @@ type MCPServerDeleted struct {
 	Name    string `json:"name"`
 	Deleted bool   `json:"deleted"`
 }
+
+// The approval policies of an MCP server (its "approval" field): which of
+// its tools' calls wait for a person, judged by the tools' annotations.
+const (
+	// MCPApprovalNone: no call waits (stored as "").
+	MCPApprovalNone = "none"
+	// MCPApprovalDestructive: calls of tools that may be destructive wait.
+	MCPApprovalDestructive = "destructive"
+	// MCPApprovalNotReadOnly: calls of every tool not marked readOnlyHint
+	// wait.
+	MCPApprovalNotReadOnly = "not_read_only"
+)
+
+// MCPGateAgent is the reason of a gate that the agent's approval_tools
+// asked for ("mcp:<server>/<tool>" or "mcp:<server>/*"); the others are
+// the server's policies, MCPApprovalDestructive and MCPApprovalNotReadOnly.
+const MCPGateAgent = "approval_tools"
+
+// MCPToolGate says that every call of one MCP tool an agent was offered
+// waits for a person's decision, and why. The LLM-call activity, which
+// lists the tools, returns the gates with the model's answer
+// (RespondResult.MCPGates), so the workflow decides from its history and
+// replay agrees.
+type MCPToolGate struct {
+	// Function is the name the model calls the tool by (MCPFunctionName).
+	Function string `json:"function"`
+	Server   string `json:"server"`
+	// Tool is the tool's name on its server.
+	Tool string `json:"tool"`
+	// Reason is MCPGateAgent, MCPApprovalDestructive or
+	// MCPApprovalNotReadOnly.
+	Reason string `json:"reason"`
+}
+
+// MCPPolicyGate is why a tool with the given annotations waits under a
+// server's approval policy ("" when it does not). readOnly is the tool's
+// readOnlyHint; destructive its destructiveHint as MCP defines it (true
+// when absent, meaningless when readOnly), see mcp.ToolInfo.
+func MCPPolicyGate(policy string, readOnly, destructive bool) string {
+	switch policy {
+	case MCPApprovalDestructive:
+		if !readOnly && destructive {
+			return MCPApprovalDestructive
+		}
+	case MCPApprovalNotReadOnly:
+		if !readOnly {
+			return MCPApprovalNotReadOnly
+		}
+	}
+	return ""
+}
+
+// MCPKeyCovers reports whether an agent's MCP tool key ("mcp:<server>/<tool>"
+// or "mcp:<server>/*") takes server's tool.
+func MCPKeyCovers(key, server, tool string) bool {
+	s, t, ok := ParseMCPToolKey(key)
+	return ok && s == server && (t == MCPAllTools || t == tool)
+}

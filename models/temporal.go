@@ -703,6 +703,10 @@ type RespondResult struct {
 	// Artifacts are the files the answer declared, as stored (their bytes
 	// stay in the database).
 	Artifacts []ArtifactRef `json:"artifacts,omitempty"`
+	// MCPGates are the MCP tools offered to the model whose calls wait for
+	// a person (their server's approval policy and annotations, or the
+	// agent's approval_tools), as the listing of this call found them.
+	MCPGates []MCPToolGate `json:"mcp_gates,omitempty"`
 }
 
 // ChatMessage is one message of an agent turn's transcript.
@@ -736,6 +740,14 @@ type ToolInput struct {
 	// list. Empty for agents without MCP tools, whose inputs stay as they
 	// were.
 	MCPTools []string `json:"mcp_tools,omitempty"`
+	// MCPApprovalTools are the calling agent's "mcp:" approval_tools keys,
+	// and MCPApproved says a person approved this call at its gate. The
+	// activity refuses an MCP call that its server's policy or these keys
+	// gate and nobody approved: a call the workflow did not gate (the
+	// tool was not offered by a listing, its server down then, and the
+	// model named it anyway) does not run unasked.
+	MCPApprovalTools []string `json:"mcp_approval_tools,omitempty"`
+	MCPApproved      bool     `json:"mcp_approved,omitempty"`
 	// ReturnEvents asks for the attempt's last events in the result
 	// (Events) rather than in a final signal: the caller appends them to
 	// the run's log itself.

@@ -178,9 +178,26 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 				out      models.ToolOutput
 				usage    models.Usage
 				rejected bool
+				approved bool // at an MCP tool's gate
 			)
-			if t.Approvals != nil && contains(t.Agent.ApprovalTools, call.Name) {
-				r, err := t.Approvals.askTool(ctx, t.Source, t.Agent, call)
+			gated := t.Approvals != nil && contains(t.Agent.ApprovalTools, call.Name)
+			mcpGate := mcpGateOf(answer.MCPGates, call.Name)
+			if mcpGate != nil && workflow.GetVersion(ctx, changeMCPApprovals, workflow.DefaultVersion, 1) == 1 {
+				if t.Approvals == nil {
+					// No person can be asked here (a sub-agent, or a run
+					// from before approval gates): the call does not run.
+					rejected = true
+					out = models.ToolOutput{Content: fmt.Sprintf("tool call refused: MCP tool %s/%s needs a person's approval (%s), which %s %q cannot ask for",
+						mcpGate.Server, mcpGate.Tool, mcpGate.Reason, t.Source.AgentType, t.Source.AgentName), IsError: true}
+					t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, mcpResultData(call, newExecutionID(ctx), out, mcpGate))
+				} else {
+					gated = true
+				}
+			} else {
+				mcpGate = nil
+			}
+			if gated {
+				r, err := t.Approvals.askTool(ctx, t.Source, t.Agent, call, mcpGate)
 				if err != nil {
 					return res, err
 				}
@@ -191,14 +208,15 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 					// The model gets the rejection as the tool's error result.
 					rejected = true
 					out = models.ToolOutput{Content: "tool call " + rejectionText(r), IsError: true}
-					t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, models.ToolResultData(call, newExecutionID(ctx), out))
+					t.Events.emit(ctx, t.Source, models.CategoryLLM, models.ActionToolResult, mcpResultData(call, newExecutionID(ctx), out, mcpGate))
 				} else {
 					call.Arguments = r.Arguments
+					approved = mcpGate != nil
 				}
 			}
 			if !rejected {
 				var err error
-				if out, usage, err = t.callTool(ctx, call); err != nil {
+				if out, usage, err = t.callTool(ctx, call, approved); err != nil {
 					return res, err
 				}
 			}
@@ -224,8 +242,30 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 	}
 }
 
-// callTool runs one tool call under a new tool_execution_id.
-func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models.ToolOutput, models.Usage, error) {
+// mcpGateOf is the gate of the MCP tool function name among the gates
+// an LLM call returned; nil when its calls need no approval.
+func mcpGateOf(gates []models.MCPToolGate, name string) *models.MCPToolGate {
+	for i := range gates {
+		if gates[i].Function == name {
+			return &gates[i]
+		}
+	}
+	return nil
+}
+
+// mcpResultData is the llm.tool_result of a call that did not run, with
+// its MCP server when it is an MCP tool's (gate set), as RunTool's are.
+func mcpResultData(call models.ToolCall, execID string, out models.ToolOutput, gate *models.MCPToolGate) map[string]any {
+	data := models.ToolResultData(call, execID, out)
+	if gate != nil {
+		data["mcp_server"] = gate.Server
+	}
+	return data
+}
+
+// callTool runs one tool call under a new tool_execution_id; approved
+// says a person approved it at its MCP gate.
+func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall, approved bool) (models.ToolOutput, models.Usage, error) {
 	execID := newExecutionID(ctx)
 	if call.Name == models.DelegateToolName {
 		return t.delegate(ctx, call, execID)
@@ -251,6 +291,7 @@ func (t *agentTurn) callTool(ctx workflow.Context, call models.ToolCall) (models
 	err := workflow.ExecuteActivity(tctx, a.RunTool, models.ToolInput{
 		RunID: t.RunID, Source: t.Source, ExecutionID: execID, Call: call, RunOptions: t.Options,
 		ReturnEvents: t.Events.returnsEvents(), MCPTools: mcpTools,
+		MCPApprovalTools: models.MCPToolKeys(t.Agent.ApprovalTools), MCPApproved: approved,
 	}).Get(ctx, &out)
 	t.Events.apply(out.Events)
 	out.Events = nil

@@ -14,7 +14,9 @@ import (
 //
 // A worker or team supervisor with requires_approval waits before its turn
 // starts, and a worker's tool named in its approval_tools waits before
-// each call, until a person approves or rejects through the run's approve
+// each call, as does an MCP tool its server's approval policy or an
+// "mcp:" key of approval_tools gates (RespondResult.MCPGates,
+// changeMCPApprovals), until a person approves or rejects through the run's approve
 // or reject update (the API's runs/approve and runs/reject, or `temporal
 // workflow update execute`). Waiting is workflow.Await, or
 // workflow.AwaitWithTimeout (a timer) when the gate has an approval
@@ -90,8 +92,13 @@ func (b *approvalBook) askAgent(ctx workflow.Context, source models.Source, agen
 
 // askTool holds a tool call until it is approved or rejected and returns
 // the decision, Arguments the ones to use (edited or not).
-func (b *approvalBook) askTool(ctx workflow.Context, source models.Source, agent models.Agent, call models.ToolCall) (models.ApprovalResolution, error) {
-	return b.ask(ctx, source, agent, models.Approval{Kind: models.ApprovalKindTool, Tool: call.Name, Arguments: call.Arguments})
+// An MCP tool's gate (mcp set) names its server and tool, and why it waits.
+func (b *approvalBook) askTool(ctx workflow.Context, source models.Source, agent models.Agent, call models.ToolCall, mcp *models.MCPToolGate) (models.ApprovalResolution, error) {
+	ap := models.Approval{Kind: models.ApprovalKindTool, Tool: call.Name, Arguments: call.Arguments}
+	if mcp != nil {
+		ap.MCPServer, ap.MCPTool, ap.Reason = mcp.Server, mcp.Tool, mcp.Reason
+	}
+	return b.ask(ctx, source, agent, ap)
 }
 
 func (b *approvalBook) ask(ctx workflow.Context, source models.Source, agent models.Agent, ap models.Approval) (models.ApprovalResolution, error) {
@@ -288,6 +295,9 @@ func approvalData(ap models.Approval) map[string]any {
 		data["instruction"] = ap.Instruction
 	} else {
 		data["tool"], data["arguments"] = ap.Tool, ap.Arguments
+		if ap.MCPServer != "" {
+			data["mcp_server"], data["mcp_tool"], data["reason"] = ap.MCPServer, ap.MCPTool, ap.Reason
+		}
 	}
 	if ap.TimeoutAt != "" {
 		data["timeout_at"], data["default_decision"] = ap.TimeoutAt, ap.DefaultDecision

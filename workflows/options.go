@@ -183,6 +183,14 @@ const (
 	// announced by an llm.retry before its text, a replaced attempt's late
 	// batches are dropped, and a kept answer's usage is reported once.
 	changeAttemptOrder = "attempt-order"
+	// changeMCPApprovals: a call of an MCP tool that the LLM call's
+	// listing gated (RespondResult.MCPGates: the server's approval policy
+	// met by the tool's annotations, or an "mcp:" key of the agent's
+	// approval_tools) waits for a person like an approval_tools call; where
+	// nobody can be asked (a sub-agent, a run without gates) it is refused
+	// with an error result. It ran at once. Asked only at such a call, so
+	// only runs that meet one carry the marker.
+	changeMCPApprovals = "mcp-approval-gates"
 )
 
 // recordFieldChanges asks, once at the start of a run's execution, for the

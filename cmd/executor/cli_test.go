@@ -96,7 +96,7 @@ func TestCommandLineMistakes(t *testing.T) {
 
 // TestFollowPrinter: streamed text continues its agent's line, each line
 // starts with its [team/agent] prefix even when agents interleave, tool
-// calls, retries, budgets and the end are marked, and colour is used only when
+// calls, retries, an MCP tool's approval, budgets and the end are marked, and colour is used only when
 // asked for (never on a pipe by default).
 func TestFollowPrinter(t *testing.T) {
 	team := "research"
@@ -117,6 +117,8 @@ func TestFollowPrinter(t *testing.T) {
 		ev(a, "llm.tool_call", map[string]any{"tool_name": "web_search", "tool_input": map[string]any{"q": "x"}, "execution_id": "te-1"}),
 		ev(a, "llm.tool_result", map[string]any{"tool_name": "web_search", "result": "found", "status": "completed", "duration_ms": 12.0}),
 		ev(b, "llm.retry", map[string]any{"attempt": 2.0, "previous_attempt": 1.0}),
+		ev(a, "approval.requested", map[string]any{"approval_id": "apr_1", "kind": "tool", "tool": "mcp_docs__drop", "arguments": `{"id":7}`,
+			"mcp_server": "docs", "mcp_tool": "drop", "reason": "destructive"}),
 		ev(gs, "system.budget", map[string]any{"scope": "team", "team_name": "research",
 			"spent": map[string]any{"total_tokens": 530.0, "cost_usd": 0.0123, "cost_unknown": false},
 			"limit": map[string]any{"max_tokens": 500.0}, "on_exceeded": "skip_team"}),
@@ -146,6 +148,7 @@ func TestFollowPrinter(t *testing.T) {
 [research/alice] ⚙ tool call web_search {"q":"x"}  (execution te-1)
 [research/alice] ⚙ tool result web_search in 12ms: found
 [research/bob] ↻ retry attempt 2: the text of attempt 1 above is superseded
+[research/alice] ⏸ approval requested apr_1 (tool): mcp docs/drop (destructive) {"id":7} — approve or reject it through the API (runs/approve, runs/reject)
 [chief] ! budget team research: spent 530 tokens, $0.0123 of 500 tokens (skip_team)
 [chief] ! budget run: spent 900 tokens, $0.5100 (and calls of unknown cost) of $0.5000 (finish)
 [chief] ✔ completed

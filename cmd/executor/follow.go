@@ -182,7 +182,12 @@ func (p *printer) print(ev models.Event) error {
 	case "approval.requested":
 		what := str(d, "instruction")
 		if what == "" {
-			what = str(d, "tool") + " " + compact(d["arguments"])
+			tool := str(d, "tool")
+			if server := str(d, "mcp_server"); server != "" {
+				// An MCP tool's gate: its server and tool, and why it waits.
+				tool = "mcp " + server + "/" + str(d, "mcp_tool") + " (" + str(d, "reason") + ")"
+			}
+			what = tool + " " + compact(d["arguments"])
 		}
 		p.line(src, "%s %s (%s): %s — approve or reject it through the API (runs/approve, runs/reject)", p.paint("35;1", "⏸ approval requested"), str(d, "approval_id"), str(d, "kind"), clip(oneLine(what), 200))
 	case "approval.resolved":
