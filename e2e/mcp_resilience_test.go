@@ -371,7 +371,10 @@ func TestConsoleMCP(t *testing.T) {
 	}))
 	defer srv.Close()
 	e := newEnv(t, nil, withConfig(func(c *config.Config) { c.MCPAllowPrivate = true }))
-	e.mustPost("/mcp-servers/create", map[string]any{"name": "tracker", "url": srv.URL, "header_env": map[string]string{"X-Team": "TRACKER_TEAM"}}, nil)
+	var tracker struct {
+		ID string `json:"id"`
+	}
+	e.mustPost("/mcp-servers/create", map[string]any{"name": "tracker", "url": srv.URL, "header_env": map[string]string{"X-Team": "TRACKER_TEAM"}}, &tracker)
 	e.fake.SetRules(append([]llmfake.Rule{
 		{Name: "searcher after tools", SystemContains: "W-SEARCHER", HasToolResult: true, Responses: contentResponses("searcher: 3 issues, 42")},
 		{Name: "searcher first", SystemContains: "W-SEARCHER", Responses: []llmfake.Response{{ToolCalls: []llmfake.ToolCall{
@@ -409,6 +412,28 @@ func TestConsoleMCP(t *testing.T) {
 		t.Errorf("built-in card %+v: want 'tool calculator' with 42", builtin)
 	}
 	b.screenshot("console-mcp-cards")
+
+	// An MCP call the server's approval policy gates (the tool has no
+	// readOnlyHint) waits on the run page as "mcp tracker/search_issues",
+	// with its reason, and the page's Approve runs it.
+	e.mustPost("/mcp-servers/update", map[string]any{"id": tracker.ID, "name": "tracker", "url": srv.URL, "header_env": map[string]string{"X-Team": "TRACKER_TEAM"}, "approval": "not_read_only"}, nil)
+	gated := e.startRun(e.createHierarchy(body), "console mcp approval")
+	b.do("open the gated run's page", chromedp.Navigate(root+"/runs/"+gated))
+	b.waitJS("the MCP approval card", `!!document.querySelector('.approval.pending[data-agent-id="w-searcher"] .approval-tool')`, 60*time.Second)
+	gate := eval[map[string]string](b, `(() => { const c = document.querySelector('.approval.pending[data-agent-id="w-searcher"]');
+	  return { tool: c.querySelector('.approval-tool').textContent, reason: (c.querySelector('.approval-reason') || {}).textContent || '' }; })()`)
+	if gate["tool"] != "mcp tracker/search_issues" || gate["reason"] != " (not read only)" {
+		t.Errorf("MCP approval card = %v; want 'mcp tracker/search_issues' and its reason", gate)
+	}
+	before := calls.Load()
+	b.do("approve the MCP call", chromedp.Click(chromedp.CSS(`.approval.pending[data-agent-id="w-searcher"] button.approve`)))
+	if v := e.waitRun(gated, 2*time.Minute); v.Status != "completed" {
+		t.Fatalf("the approved run ended %s: %s", v.Status, v.Error)
+	}
+	if calls.Load() == before {
+		t.Error("the approved MCP call never reached the server")
+	}
+	b.screenshot("console-mcp-approval")
 
 	b.do("open the MCP servers page", chromedp.Navigate(root+"/mcp-servers"))
 	b.waitJS("the MCP servers page", `document.body.dataset.ready === 'true'`, 30*time.Second)

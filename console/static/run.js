@@ -301,7 +301,11 @@ class RunView {
     const buttons = h('div', { class: 'buttons' }, comment, approve, reject);
     const card = h('div', { class: 'approval pending', dataset: { approvalId: id, agentId: d.agent_id || src.agent_id } },
       h('p', {}, h('b', {}, src.agent_name || d.agent_id), ' ', h('code', {}, d.agent_id || src.agent_id), ' ',
-        isTool ? 'wants to call ' : 'waits to start', isTool ? h('code', {}, d.tool) : null,
+        isTool ? 'wants to call ' : 'waits to start',
+        // An MCP tool reads as its server and tool, and why it waits (its
+        // server's approval policy, or the agent's approval_tools).
+        isTool ? h('code', { class: 'approval-tool' }, d.mcp_server ? 'mcp ' + d.mcp_server + '/' + d.mcp_tool : d.tool) : null,
+        isTool && d.reason ? h('span', { class: 'muted approval-reason' }, ' (' + d.reason.replaceAll('_', ' ') + ')') : null,
         d.timeout_at ? h('span', { class: 'muted' }, ' · decided by default (' + d.default_decision + ') at ' + fmtTime(d.timeout_at)) : null),
       h('label', {}, isTool ? 'Arguments ' : 'Instruction ', edit), buttons, error);
     const decide = async (verb) => {
