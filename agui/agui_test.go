@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,8 +17,9 @@ import (
 
 // The logs under testdata were recorded from real runs (e2e
 // TestRecordAGUILogs): tools and nested sub-agents, reasoning with a
-// retried stream, and two approval gates.
-var logs = []string{"tools", "reasoning-retry", "approvals"}
+// retried stream, two approval gates, teams at work together, and a run
+// cancelled while a worker streams.
+var logs = []string{"tools", "reasoning-retry", "approvals", "parallel", "cancelled"}
 
 func loadLog(t *testing.T, name string) []models.Event {
 	t.Helper()
@@ -413,6 +415,39 @@ func TestFailures(t *testing.T) {
 	}
 }
 
+// TestTeamsTogether: teams at work together are sub-agents open at the
+// same time, their workers' messages interleaved; a team's turn ends when
+// the next dispatch lists it among the completed teams.
+func TestTeamsTogether(t *testing.T) {
+	log := loadLog(t, "parallel")
+	groups := translate(Options{}, log)
+	open, most := map[string]bool{}, 0
+	ended := map[string]int64{} // team supervisor → sequence its turn ended at
+	for i, g := range groups {
+		for _, e := range g {
+			switch e.Type() {
+			case SubagentStarted:
+				open[e["subagentRunId"].(string)] = true
+			case SubagentFinished:
+				delete(open, e["subagentRunId"].(string))
+				if id := e.Metadata()["agent_id"].(string); strings.HasPrefix(id, "ts-") {
+					ended[id] = log[i].Sequence
+				}
+			}
+			most = max(most, len(open))
+		}
+	}
+	// Two teams with a worker each, plus nothing else: 4 at once.
+	if most != 4 {
+		t.Errorf("at most %d sub-agents open at once, want 4 (two teams and their workers)", most)
+	}
+	for e := range slices.Values(log) {
+		if e.Event.String() == "dispatch.team" && e.Data["team_name"] == "analysis" && ended["ts-research"] != e.Sequence {
+			t.Errorf("research's turn ended at %d, want %d (the dispatch that lists it completed)", ended["ts-research"], e.Sequence)
+		}
+	}
+}
+
 // TestEncode: one "data:" line per event, "id:" on the last only.
 func TestEncode(t *testing.T) {
 	var b bytes.Buffer
@@ -535,7 +570,7 @@ func checkAnswers(t *testing.T, log []models.Event, msgs []map[string]any) {
 		// keeps the message the tool calls made.
 		named := found["name"] == a.name || found["name"] == nil && found["toolCalls"] != nil
 		if found["content"] != a.text || found["role"] != "assistant" || !named || meta["agent_id"] != a.agent ||
-			(a.agent != "gs-1") != strings.HasPrefix(sub, a.agent+"@") {
+			(a.agent != log[0].Source.AgentID) != strings.HasPrefix(sub, a.agent+"@") {
 			t.Errorf("%s's answer %s: client has %v, want content %q", a.agent, id, found, a.text)
 		}
 	}

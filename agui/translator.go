@@ -115,6 +115,8 @@ type Translator struct {
 	teamSupervisor map[string]string    // team name → its supervisor's agent_id
 	parallel       bool
 	routedTogether bool
+	// completed: the teams dispatch.team's completed_teams listed last.
+	completed map[string]bool
 
 	delegations []*delegation
 	pending     []map[string]any // open approvals, as AG-UI interrupts
@@ -604,6 +606,32 @@ func (t *Translator) openInvocation(src models.Source, parent *invocation, step,
 func (t *Translator) dispatchTeam(e models.Event) {
 	team := str(e.Data, "team_name")
 	t.closeTeam(team, "")
+	// With teams at work together, a team's end is not otherwise in the
+	// log: the workflow lists the teams that have completed a turn
+	// (completed_teams). A team listed already when its open turn began
+	// completed an earlier turn, not this one.
+	done := map[string]bool{}
+	if list, ok := e.Data["completed_teams"].([]any); ok {
+		for _, v := range list {
+			if name, ok := v.(string); ok {
+				done[name] = true
+			}
+		}
+	} else if list, ok := e.Data["completed_teams"].([]string); ok {
+		for _, name := range list {
+			done[name] = true
+		}
+	}
+	for i := len(t.open) - 1; i >= 0; i-- {
+		if i >= len(t.open) {
+			continue
+		}
+		inv := t.open[i]
+		if inv.parent == t.root && inv.src.TeamName != nil && done[*inv.src.TeamName] && !t.completed[*inv.src.TeamName] {
+			t.close(inv, "")
+		}
+	}
+	t.completed = done
 	gs := t.gsID
 	if gs == "" && len(e.Source.Path) > 0 {
 		gs = e.Source.Path[0]

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,8 +20,9 @@ import (
 //	AGUI_RECORD=1 go test ./e2e/ -run TestRecordAGUILogs
 //
 // The runs: tools and nested sub-agents (startToolsRun), a worker that
-// reasons and whose stream is cut and retried, and two approval gates (one
-// approved, one rejected).
+// reasons and whose stream is cut and retried, two approval gates (one
+// approved, one rejected), teams at work together, and a run cancelled
+// while a worker streams.
 func TestRecordAGUILogs(t *testing.T) {
 	if os.Getenv("AGUI_RECORD") == "" {
 		t.Skip("set AGUI_RECORD=1 to record agui/testdata")
@@ -56,4 +58,20 @@ func TestRecordAGUILogs(t *testing.T) {
 	writer := e.waitApproval(id, "w-writer")
 	e.mustPost("/runs/reject", map[string]any{"id": id, "approval_id": writer.ApprovalID, "comment": "not now"}, nil)
 	record(e, id, "approvals")
+
+	// Teams at work together, their workers' answers interleaved.
+	e = newEnv(t, diamondRules())
+	var started struct {
+		ID string `json:"id"`
+	}
+	e.mustPost("/runs/start", map[string]any{"hierarchy_id": e.createHierarchy(diamondHierarchy("parallel")), "task": "diamond", "execution_config": map[string]any{"max_parallel_teams": 2}}, &started)
+	record(e, started.ID, "parallel")
+
+	// Cancelled while a worker streams.
+	e = newEnv(t, referenceRules(map[string][]llmfake.Response{"W-SEARCHER": {{Content: strings.Repeat("paper ", 200), TokenDelay: 20 * time.Millisecond}}}))
+	id = e.startRun(e.createHierarchy(referenceHierarchy()), "Explain quantum tunnelling")
+	waitFor(t, 30*time.Second, "the searcher's call", func() bool { return len(callsMatching(e.fake.Calls(), "W-SEARCHER")) > 0 })
+	time.Sleep(time.Second) // its answer takes 6 s
+	e.mustPost("/runs/cancel", map[string]any{"id": id}, nil)
+	record(e, id, "cancelled")
 }
