@@ -3,6 +3,8 @@ package agui
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/op-stack/executor/models"
@@ -603,4 +606,96 @@ func interopDir(t *testing.T) string {
 		}
 	}
 	return dir
+}
+
+// TestHTTPAgentReconnects serves a recorded run the way the route will
+// (docs/ag-ui.md), over real HTTP, to @ag-ui/client's HttpAgent running
+// docs/ag-ui.md's example (e2e/interop/agui-httpagent.mjs). The server is
+// a named stand-in for the route: it streams the log through a Stream,
+// resuming after ?after= or Last-Event-ID, and ends the first connection in
+// the middle of the run, with a message open and both approvals still to
+// come. The client must reconnect, answer both interrupts with
+// runs/approve, and end with every answer whole and attributed.
+func TestHTTPAgentReconnects(t *testing.T) {
+	dir := interopDir(t)
+	log := loadLog(t, "approvals")
+	const cut = 9 // the searcher's answer is open after it
+	var (
+		mu          sync.Mutex
+		connections []int64
+		approved    []string
+	)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/executor/v1/runs/approve", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			ID         string `json:"id"`
+			ApprovalID string `json:"approval_id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		approved = append(approved, body.ApprovalID)
+		mu.Unlock()
+		_, _ = w.Write([]byte(`{"code":0,"data":{},"message":"success"}`))
+	})
+	mux.HandleFunc("/api/executor/v1/runs/{id}/stream", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("format") != "ag-ui" || r.PathValue("id") != log[0].RunID || r.Header.Get("Authorization") == "" {
+			http.Error(w, "not this stream", http.StatusNotFound)
+			return
+		}
+		after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+		if v := r.Header.Get("Last-Event-ID"); v != "" {
+			after, _ = strconv.ParseInt(v, 10, 64)
+		}
+		mu.Lock()
+		connections = append(connections, after)
+		first := len(connections) == 1
+		mu.Unlock()
+		w.Header().Set("Content-Type", MediaType)
+		s := NewStream(Options{After: after})
+		for _, e := range log {
+			b, err := s.Frame(e)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = w.Write(b)
+			w.(http.Flusher).Flush()
+			if first && e.Sequence == cut {
+				return
+			}
+		}
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	cmd := exec.Command("node", filepath.Join(dir, "agui-httpagent.mjs"), srv.URL+"/api/executor/v1", log[0].RunID)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("agui-httpagent.mjs: %v\n%s", err, stderr.String())
+	}
+	var res struct {
+		Messages    []map[string]any `json:"messages"`
+		Approved    []string         `json:"approved"`
+		Connections int              `json:"connections"`
+		Last        int64            `json:"last"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("agui-httpagent.mjs printed %s: %v", out, err)
+	}
+	if !reflect.DeepEqual(connections, []int64{0, cut}) || res.Connections != 2 || res.Last != log[len(log)-1].Sequence {
+		t.Errorf("connections resumed after %v (client: %d, last %d), want [0 %d]", connections, res.Connections, res.Last, cut)
+	}
+	var want []string
+	for _, e := range log {
+		if e.Event.String() == "approval.requested" {
+			want = append(want, e.Data["approval_id"].(string))
+		}
+	}
+	if !reflect.DeepEqual(res.Approved, want) || !reflect.DeepEqual(approved, want) {
+		t.Errorf("approved %v (server saw %v), want %v", res.Approved, approved, want)
+	}
+	checkAnswers(t, log, res.Messages)
 }
