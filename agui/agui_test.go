@@ -102,6 +102,16 @@ func TestRunLifecycle(t *testing.T) {
 	if ofType(evs, RunStarted)[0]["parentRunId"] != nil {
 		t.Error("a run that is no fork has a parentRunId")
 	}
+	// A follow-up run's thread is its lifecycle.started's thread_id, unless
+	// the caller names it.
+	followUp := append([]models.Event{}, log...)
+	followUp[0].Data = map[string]any{"task": "tools", "thread_id": "thread-1", "previous_run_id": "prev-1"}
+	if got := flat(translate(Options{}, followUp))[0]; got["threadId"] != "thread-1" {
+		t.Errorf("follow-up's RUN_STARTED = %v", got)
+	}
+	if got := flat(translate(Options{ThreadID: "thread-2"}, followUp))[0]; got["threadId"] != "thread-2" {
+		t.Errorf("RUN_STARTED with Options.ThreadID = %v", got)
+	}
 	forked := flat(translate(Options{RunID: "fork-1", ParentRunID: "orig-1"}, log))
 	if forked[0]["parentRunId"] != "orig-1" || forked[0]["runId"] != "fork-1" || forked[0]["input"].(map[string]any)["parentRunId"] != "orig-1" {
 		t.Errorf("fork's RUN_STARTED = %v", forked[0])
