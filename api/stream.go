@@ -151,7 +151,7 @@ func (s *Server) streamGETParams(c *gin.Context) (string, *int64, bool) {
 }
 
 // v1StreamGET is spec 001's GET /executions/:id/stream: the same log as
-// spec 001's events (stream_v1.go), with the same ids and resume.
+// spec 001's events (the encoder stream/spec001), with the same ids and resume.
 func (s *Server) v1StreamGET(c *gin.Context) {
 	if id, after, ok := s.streamGETParams(c); ok {
 		s.serveStream(c, id, after, streamSpec001, transportSSE)
