@@ -7,6 +7,7 @@ import (
 
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
+	"github.com/op-stack/executor/stream"
 )
 
 // Page sizes of runs/events.
@@ -57,7 +58,7 @@ func (s *Server) listEvents(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	publicEvents(evs, run.PublicID)
+	stream.PublicEvents(evs, run.PublicID)
 	page := eventsPage{Events: evs, NextAfter: in.After}
 	if len(evs) > limit {
 		page.Events, page.HasMore = evs[:limit], true

@@ -16,6 +16,7 @@ import (
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/notify"
 	"github.com/op-stack/executor/store"
+	"github.com/op-stack/executor/stream"
 	"github.com/op-stack/executor/telemetry"
 )
 
@@ -75,7 +76,8 @@ type Server struct {
 	log          *slog.Logger
 	maxBodyBytes int64
 	router       *gin.Engine
-	streams      *hub
+	streams      *stream.Hub
+	streamOpts   StreamOptions
 	tools        ToolCatalog
 	// mcpStdioCommands is Options.MCPStdioCommands.
 	mcpStdioCommands []string
@@ -127,6 +129,7 @@ func NewServer(opts Options) *Server {
 		opts.Runs.Temporal = gateTemporal(opts.Runs.Temporal)
 	}
 	s.streams = newHub(opts, s.log)
+	s.streamOpts = opts.Stream.withDefaults()
 	s.readiness = Readiness{Temporal: opts.Health, Info: opts.ReadinessInfo}
 	if opts.Store != nil {
 		s.readiness.Database = HealthCheckFunc(opts.Store.Ping)

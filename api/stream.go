@@ -1,45 +1,110 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"net/http"
+	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.temporal.io/sdk/client"
 
 	"github.com/op-stack/executor/auth"
 	"github.com/op-stack/executor/models"
-	"github.com/op-stack/executor/store"
+	"github.com/op-stack/executor/stream"
+	"github.com/op-stack/executor/stream/spec001"
 )
 
-const (
-	// writeStallTimeout drops a subscriber whose client has stopped reading
-	// for this long: its handler would otherwise block in a write forever.
-	// It bounds one write, never the length of a stream.
-	writeStallTimeout = time.Minute
-	// shutdownWriteGrace is how long CloseStreams lets a handler write its
-	// last message.
-	shutdownWriteGrace = time.Second
-	// backlogAttempts is how often a subscriber retries reading older
-	// events before it ends its stream (the client then resumes).
-	backlogAttempts = 5
-)
+// EventQuerier reads a live run's events from its workflow: the page the
+// workflow's events query (models.QueryEvents) answers for q.
+type EventQuerier = stream.EventQuerier
 
-// shutdownMessage tells an EventSource to reconnect after a second; it
-// resumes with Last-Event-ID, on this or another replica.
-const shutdownMessage = ": server shutting down; reconnect with Last-Event-ID\nretry: 1000\n\n"
+// temporalQuerier is the EventQuerier of a real deployment.
+type temporalQuerier struct{ c client.Client }
 
-// keepAliveMessage is an SSE comment: clients ignore it, proxies see
-// traffic.
-const keepAliveMessage = ": keep-alive\n\n"
+func (q temporalQuerier) QueryEvents(ctx context.Context, workflowID string, eq models.EventQuery) (models.EventPage, error) {
+	var page models.EventPage
+	resp, err := q.c.QueryWorkflow(ctx, workflowID, "", models.QueryEvents, eq)
+	if err != nil {
+		return page, err
+	}
+	return page, resp.Get(&page)
+}
+
+// StreamOptions tune the event streams. Zero fields take the defaults.
+type StreamOptions struct {
+	// PollInterval is how often a live run's poller queries its workflow
+	// while events are flowing (default 50ms), when no Listener wakes it.
+	// With a Listener it is only the first retry delay of a failed query.
+	PollInterval time.Duration
+	// IdlePollInterval is the longest interval the poller backs off to
+	// while the run is quiet (default 500ms), when no Listener wakes it.
+	IdlePollInterval time.Duration
+	// QuietAfter is how long a run must send nothing before its poller
+	// backs off (default 1s): streaming activities signal every flush
+	// interval, so shorter gaps are part of a live answer. Without a
+	// Listener only.
+	QuietAfter time.Duration
+	// SafetyPollInterval is how often a poller that a Listener wakes
+	// queries anyway when it hears nothing (default 1s): it bounds the
+	// delay of events nobody announced (a lost notification, events the
+	// workflow appends itself between activities).
+	SafetyPollInterval time.Duration
+	// KeepAlive is the interval of the keep-alive comment on an idle stream
+	// (default 15s), so proxies do not close a quiet connection.
+	KeepAlive time.Duration
+	// BufferEvents bounds the events of a run held in memory (default
+	// 10000); a subscriber further behind reads the database.
+	BufferEvents int
+	// CredentialCheckInterval is how often an open event stream checks
+	// that the credential it was opened with (an API key, or a stream
+	// token and the key that issued it) is still valid (default
+	// DefaultCredentialCheckInterval): the longest a stream outlives the
+	// revocation of its key.
+	CredentialCheckInterval time.Duration
+}
+
+// DefaultCredentialCheckInterval is StreamOptions.CredentialCheckInterval's
+// default: one indexed lookup per open stream every 5 s.
+const DefaultCredentialCheckInterval = 5 * time.Second
+
+// bridge is the stream bridge's part of the options (stream.Options); the
+// credential check is the API's.
+func (o StreamOptions) bridge() stream.Options {
+	return stream.Options{
+		PollInterval: o.PollInterval, IdlePollInterval: o.IdlePollInterval, QuietAfter: o.QuietAfter,
+		SafetyPollInterval: o.SafetyPollInterval, KeepAlive: o.KeepAlive, BufferEvents: o.BufferEvents,
+	}
+}
+
+func (o StreamOptions) withDefaults() StreamOptions {
+	if o.CredentialCheckInterval <= 0 {
+		o.CredentialCheckInterval = DefaultCredentialCheckInterval
+	}
+	return o
+}
+
+// StreamStats counts the event streams' work, for metrics, tests and
+// benchmarks.
+type StreamStats = stream.Stats
+
+// StreamStats returns the event streams' counters.
+func (s *Server) StreamStats() StreamStats { return s.streams.Stats() }
+
+// newHub builds the server's stream bridge.
+func newHub(opts Options, log *slog.Logger) *stream.Hub {
+	cfg := stream.Config{Store: opts.Store, Querier: opts.EventQuerier, Listener: opts.Listener, Options: opts.Stream.bridge(), Logger: log}
+	if opts.Runs != nil {
+		cfg.Reconciler = opts.Runs
+	}
+	if cfg.Querier == nil && opts.Runs != nil && opts.Runs.Temporal != nil {
+		cfg.Querier = temporalQuerier{opts.Runs.Temporal}
+	}
+	return stream.New(cfg)
+}
 
 type streamInput struct {
 	runIDInput
@@ -86,7 +151,7 @@ func (s *Server) streamGETParams(c *gin.Context) (string, *int64, bool) {
 }
 
 // v1StreamGET is spec 001's GET /executions/:id/stream: the same log as
-// spec 001's events (stream_v1.go), with the same ids and resume.
+// spec 001's events (the encoder stream/spec001), with the same ids and resume.
 func (s *Server) v1StreamGET(c *gin.Context) {
 	if id, after, ok := s.streamGETParams(c); ok {
 		s.serveStream(c, id, after, streamSpec001, transportSSE)
@@ -152,143 +217,35 @@ func (s *Server) serveStream(c *gin.Context, id string, after *int64, format, tr
 		s.writeError(c, models.Errorf(models.CodeStreamingDisabled, "execution %q was started with streaming off (execution_config.stream_events false, or its team's global_config.enable_streaming false); poll GET %s/executions/%s and read its results", run.PublicID, V1Prefix, run.PublicID))
 		return
 	}
-	live := !models.IsTerminal(run.Status)
-	if live && s.streams.querier == nil {
+	h := s.streams
+	if !models.IsTerminal(run.Status) && !h.Live() {
 		s.writeError(c, models.Errorf(models.CodeUnavailable, "live runs are not streamed by this process"))
 		return
 	}
-	sub := &subscriber{format: &format002{}}
-	cursor := resume
-	if format == streamSpec001 {
-		// Spec 001's events depend on what came before: the log is read
-		// from its start and sent after the resume point.
-		sub.format = &formatV1{tr: newV1Translator(run.PublicID, run.HierarchyID, s.teamIDsByName(ctx, run)), resume: resume}
-		cursor = 0
+	var enc stream.Encoder
+	switch format {
+	case streamSpec001:
+		enc = spec001.New(spec001.Execution{
+			ID: run.PublicID, HierarchyID: run.HierarchyID, TeamIDs: s.teamIDsByName(ctx, run),
+			ResultURL: V1Prefix + "/executions/" + run.PublicID + "/results",
+		})
+	default:
+		enc = stream.Contract002()
 	}
-	h := s.streams
+	var conn stream.Transport
 	switch transport {
 	case transportWebSocket:
-		ws, wctx, err := h.openWS(c, s.access.CORSOrigins)
+		ws, wctx, err := h.AcceptWebSocket(c.Writer, c.Request, s.access.CORSOrigins)
 		if err != nil {
-			return // Accept has answered
+			return // the upgrade has answered
 		}
-		ctx, sub.conn = wctx, ws
+		ctx, conn = wctx, ws
 	default:
-		sub.conn = h.open(c)
+		conn = h.OpenSSE(c.Writer)
 	}
-	defer func() { h.closeConn(sub.conn, sub.complete) }()
 	ctx, stopWatching := s.watchCredential(c, ctx, run.ID)
 	defer stopWatching()
-	select {
-	case <-h.closing:
-		sub.conn.writeShutdown()
-		return
-	default:
-	}
-	if !live {
-		// Every event of a finished run is stored: no worker is woken.
-		s.streamStored(ctx, sub, run, cursor)
-		return
-	}
-	s.streamLive(ctx, sub, run, cursor, resume)
-}
-
-// streamStored sends a finished run's events from the database.
-func (s *Server) streamStored(ctx context.Context, conn *subscriber, run *store.Run, cursor int64) {
-	runID := run.ID
-	for {
-		evs, err := s.store.ListEvents(ctx, runID, store.EventFilter{After: cursor, Limit: storePageSize})
-		if err != nil {
-			s.logStreamError(ctx, runID, err)
-			return
-		}
-		frames := make([]frame, 0, len(evs))
-		for _, e := range evs {
-			fr, err := encodeFrame(e, run.PublicID)
-			if err != nil {
-				s.logStreamError(ctx, runID, err)
-				return
-			}
-			frames = append(frames, fr)
-		}
-		var terminal bool
-		if cursor, terminal, err = conn.send(frames, cursor); err != nil || terminal || len(evs) < storePageSize {
-			conn.complete = conn.complete || err == nil
-			return
-		}
-		select {
-		case <-s.streams.closing:
-			conn.writeShutdown()
-			return
-		default:
-		}
-	}
-}
-
-// streamLive sends a live run's events from the run's shared feed,
-// reading what the feed no longer (or not yet) holds from the database.
-// cursor is the last event the subscriber has read, resume the last one
-// its client has (they differ for spec 001's events, read from the start).
-func (s *Server) streamLive(ctx context.Context, conn *subscriber, run *store.Run, cursor, resume int64) {
-	h := s.streams
-	f := h.acquire(run.ID, run.PublicID, run.WorkflowID, resume)
-	defer h.release(f)
-	keepAlive := time.NewTimer(h.opts.KeepAlive)
-	defer keepAlive.Stop()
-	failures := 0
-	for {
-		select {
-		case <-h.closing:
-			conn.writeShutdown()
-			return
-		case <-ctx.Done():
-			return
-		default:
-		}
-		frames, behind, done, changed := f.read(cursor)
-		if behind > 0 {
-			var err error
-			if frames, err = h.backlog(ctx, run.ID, run.PublicID, run.WorkflowID, cursor, behind); err != nil {
-				if failures++; failures >= backlogAttempts || ctx.Err() != nil {
-					s.logStreamError(ctx, run.ID, err)
-					return
-				}
-				if !sleepCtx(ctx, time.Duration(failures)*100*time.Millisecond) {
-					return
-				}
-				continue
-			}
-			failures = 0
-		}
-		if len(frames) > 0 {
-			var (
-				terminal bool
-				err      error
-			)
-			if cursor, terminal, err = conn.send(frames, cursor); err != nil || terminal {
-				return
-			}
-			keepAlive.Reset(h.opts.KeepAlive)
-			continue
-		}
-		if done {
-			conn.complete = true
-			return
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return
-		case <-h.closing:
-			conn.writeShutdown()
-			return
-		case <-keepAlive.C:
-			if conn.conn.keepAlive() != nil {
-				return
-			}
-			keepAlive.Reset(h.opts.KeepAlive)
-		}
-	}
+	h.Serve(ctx, conn, run, enc, resume)
 }
 
 // watchCredential returns ctx cancelled once the request's credential
@@ -305,7 +262,7 @@ func (s *Server) watchCredential(c *gin.Context, ctx context.Context, runID stri
 	// Read now: gin reuses c once the handler returns.
 	keyID := principal(c).KeyID
 	ctx, cancel := context.WithCancel(ctx)
-	every := s.streams.opts.CredentialCheckInterval
+	every := s.streamOpts.CredentialCheckInterval
 	go func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
@@ -328,277 +285,27 @@ func (s *Server) watchCredential(c *gin.Context, ctx context.Context, runID stri
 	return ctx, cancel
 }
 
-func (s *Server) logStreamError(ctx context.Context, runID string, err error) {
-	if ctx.Err() == nil {
-		s.log.WarnContext(ctx, "event stream ended early", "run_id", runID, "error", err)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // CloseStreams makes every open event stream write a final comment with a
-// retry hint and return promptly, and answers later stream requests the
-// same way, so that http.Server.Shutdown need not wait for streams that
-// would otherwise last as long as their runs. Clients then reconnect with
-// Last-Event-ID (EventSource does so by itself), to this or another
-// replica, and continue with no gap and no duplicate. Call it before
+// retry hint (a WebSocket: a going-away close) and return promptly, and
+// answers later stream requests the same way, so that
+// http.Server.Shutdown need not wait for streams that would otherwise last
+// as long as their runs. Clients then reconnect with Last-Event-ID
+// (EventSource does so by itself), to this or another replica, and
+// continue with no gap and no duplicate. Call it before
 // http.Server.Shutdown; it does not wait for the handlers to return.
-func (s *Server) CloseStreams() {
-	h := s.streams
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return
-	}
-	h.closed = true
-	close(h.closing)
-	conns := make([]streamConn, 0, len(h.conns))
-	for c := range h.conns {
-		conns = append(conns, c)
-	}
-	for _, f := range h.feeds {
-		if f.refs == 0 {
-			h.drop(f)
-		}
-	}
-	h.mu.Unlock()
-	for _, c := range conns {
-		// A handler blocked writing to a client that stopped reading
-		// returns within the grace instead of the stall timeout.
-		c.shutdown()
+func (s *Server) CloseStreams() { s.streams.Close() }
+
+// runWSGET is GET runs/:id/ws (contract 002's events), the WebSocket push
+// of stream.AcceptWebSocket.
+func (s *Server) runWSGET(c *gin.Context) {
+	if id, after, ok := s.streamGETParams(c); ok {
+		s.serveStream(c, id, after, streamContract002, transportWebSocket)
 	}
 }
 
-// streamConn is one open event stream's transport.
-type streamConn interface {
-	// write sends messages, which may wait in a buffer until flush.
-	write(msgs []outMsg) error
-	flush() error
-	// deadline bounds the next writes.
-	deadline()
-	keepAlive() error
-	// writeShutdown tells the client that the server is going away.
-	writeShutdown()
-	// shutdown makes a blocked write return soon (CloseStreams).
-	shutdown()
-	// finish releases the transport once the handler is done with it;
-	// complete says the client has every event of the run.
-	finish(complete bool)
-}
-
-// outMsg is one message to a client: its event name, its data (JSON) and
-// its id, the sequence of the event it comes from (0: none, for all but the
-// last message made from one event, so that an EventSource resumes after
-// the whole event). sse, when set, is the whole SSE message, encoded once.
-type outMsg struct {
-	id   int64
-	name string
-	data []byte
-	sse  []byte
-}
-
-// streamFormat turns frames of the run's log into messages.
-type streamFormat interface {
-	messages(fr frame) ([]outMsg, error)
-}
-
-// format002 sends the events as they are (contract 002). Its messages are
-// valid until the next call: the transport has written them by then.
-type format002 struct{ buf [1]outMsg }
-
-func (f *format002) messages(fr frame) ([]outMsg, error) {
-	f.buf[0] = outMsg{id: fr.seq, name: fr.name, data: fr.data, sse: fr.msg}
-	return f.buf[:], nil
-}
-
-// formatV1 sends spec 001's events, translating the log from its start and
-// sending what follows resume.
-type formatV1 struct {
-	tr     *v1Translator
-	resume int64
-}
-
-func (f *formatV1) messages(fr frame) ([]outMsg, error) {
-	var e models.Event
-	if err := json.Unmarshal(fr.data, &e); err != nil {
-		return nil, fmt.Errorf("decode event %d: %w", fr.seq, err)
+// v1WSGET is spec 001's GET executions/:id/ws (spec 001's events).
+func (s *Server) v1WSGET(c *gin.Context) {
+	if id, after, ok := s.streamGETParams(c); ok {
+		s.serveStream(c, id, after, streamSpec001, transportWebSocket)
 	}
-	evs := f.tr.translate(e)
-	if fr.seq <= f.resume || len(evs) == 0 {
-		return nil, nil
-	}
-	out := make([]outMsg, 0, len(evs))
-	for i, ev := range evs {
-		ev.Data["event_type"] = ev.Type
-		data, err := json.Marshal(ev.Data)
-		if err != nil {
-			return nil, fmt.Errorf("encode event %d: %w", fr.seq, err)
-		}
-		m := outMsg{name: ev.Type, data: data}
-		if i == len(evs)-1 {
-			m.id = fr.seq
-		}
-		out = append(out, m)
-	}
-	return out, nil
 }
-
-// subscriber is one open stream: a format over a transport.
-type subscriber struct {
-	conn   streamConn
-	format streamFormat
-	// complete says the client has every event of the run: it ends the
-	// stream normally.
-	complete bool
-}
-
-// send writes the frames after cursor, stopping after a terminal event,
-// and flushes: the messages sent together are those that were ready
-// together, so none waits in a buffer. It returns the new cursor.
-func (s *subscriber) send(frames []frame, cursor int64) (int64, bool, error) {
-	s.conn.deadline()
-	for _, fr := range frames {
-		if fr.seq <= cursor {
-			continue
-		}
-		msgs, err := s.format.messages(fr)
-		if err != nil {
-			return cursor, false, err
-		}
-		if err := s.conn.write(msgs); err != nil {
-			return cursor, false, err
-		}
-		cursor = fr.seq
-		if fr.terminal {
-			s.complete = true
-			return cursor, true, s.conn.flush()
-		}
-	}
-	return cursor, false, s.conn.flush()
-}
-
-func (s *subscriber) writeShutdown() { s.conn.writeShutdown() }
-
-// sseConn is one open event stream's response.
-type sseConn struct {
-	w  gin.ResponseWriter
-	rc *http.ResponseController
-
-	mu       sync.Mutex
-	closing  bool // CloseStreams was called: writes get a short deadline
-	finished bool // the handler has returned: the response must not be touched
-}
-
-// open starts the SSE response: headers, flushed at once so that clients
-// see the stream open before the first event.
-func (h *hub) open(c *gin.Context) *sseConn {
-	hdr := c.Writer.Header()
-	hdr.Set("Content-Type", "text/event-stream")
-	hdr.Set("Cache-Control", "no-cache")
-	hdr.Set("Connection", "keep-alive")
-	hdr.Set("X-Accel-Buffering", "no")
-	c.Status(http.StatusOK)
-	conn := &sseConn{w: c.Writer, rc: http.NewResponseController(c.Writer)}
-	h.subscribers.Add(1)
-	h.mu.Lock()
-	h.conns[conn] = struct{}{}
-	conn.closing = h.closed // CloseStreams ran after this request began
-	h.mu.Unlock()
-	conn.deadline()
-	c.Writer.WriteHeaderNow()
-	_ = conn.rc.Flush()
-	return conn
-}
-
-func (h *hub) closeConn(conn streamConn, complete bool) {
-	h.mu.Lock()
-	delete(h.conns, conn)
-	h.mu.Unlock()
-	conn.finish(complete)
-	h.subscribers.Add(-1)
-}
-
-func (c *sseConn) finish(bool) {
-	conn := c
-	conn.mu.Lock()
-	conn.finished = true
-	// The connection may serve further requests: it must not keep our
-	// deadline.
-	_ = conn.rc.SetWriteDeadline(time.Time{})
-	conn.mu.Unlock()
-}
-
-// deadline bounds the next writes: a client that stopped reading must not
-// hold its handler forever.
-func (c *sseConn) deadline() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	d := writeStallTimeout
-	if c.closing {
-		d = shutdownWriteGrace
-	}
-	_ = c.rc.SetWriteDeadline(time.Now().Add(d))
-}
-
-func (c *sseConn) shutdown() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.finished {
-		return
-	}
-	c.closing = true
-	_ = c.rc.SetWriteDeadline(time.Now().Add(shutdownWriteGrace))
-}
-
-func (c *sseConn) write(msgs []outMsg) error {
-	for _, m := range msgs {
-		msg := m.sse
-		if msg == nil {
-			msg = sseMessage(m)
-		}
-		if _, err := c.w.Write(msg); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// sseMessage encodes m as an SSE message.
-func sseMessage(m outMsg) []byte {
-	var b bytes.Buffer
-	b.Grow(len(m.data) + 64)
-	if m.id > 0 {
-		b.WriteString("id: ")
-		b.WriteString(strconv.FormatInt(m.id, 10))
-		b.WriteString("\n")
-	}
-	b.WriteString("event: ")
-	b.WriteString(lineBreaks.Replace(m.name))
-	b.WriteString("\ndata: ")
-	b.Write(m.data) // json.Marshal output holds no raw line breaks
-	b.WriteString("\n\n")
-	return b.Bytes()
-}
-
-func (c *sseConn) flush() error { return c.rc.Flush() }
-
-func (c *sseConn) keepAlive() error { return c.writeRaw(keepAliveMessage) }
-
-func (c *sseConn) writeRaw(msg string) error {
-	c.deadline()
-	if _, err := c.w.WriteString(msg); err != nil {
-		return err
-	}
-	return c.rc.Flush()
-}
-
-func (c *sseConn) writeShutdown() { _ = c.writeRaw(shutdownMessage) }

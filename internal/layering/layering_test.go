@@ -54,6 +54,8 @@ var rules = []rule{
 		Why: "templating imports nothing of the module but models"},
 	{From: "workflows", Forbidden: anyOf("store", "llm", "api", "templating"),
 		Why: "workflow code reaches the world only through activities"},
+	{From: "stream", Transitive: true, Forbidden: anyOf("api", "activities", "workflows"),
+		Why: "the stream bridge serves runs' logs to any protocol; routing, auth and the REST surfaces are the API's, which calls it"},
 }
 
 // graph maps a package of the module (relative path, "" for the root) to
@@ -175,7 +177,7 @@ func relative(path string) (string, bool) {
 // module imports across the layers of docs/architecture.md.
 func TestLayering(t *testing.T) {
 	g := loadGraph(t)
-	for _, pkg := range []string{"api", "models", "templating", "workflows", "activities"} {
+	for _, pkg := range []string{"api", "models", "templating", "workflows", "activities", "stream"} {
 		if _, ok := g[pkg]; !ok {
 			t.Fatalf("go list did not report %s/%s: the rules would check nothing", module, pkg)
 		}
@@ -201,6 +203,8 @@ func TestCheckFindsChains(t *testing.T) {
 		"llm":          nil,
 		"fine":         {"activities"},
 		"models/inner": nil,
+		"stream":       {"models", "stream/spec001"},
+		"stream/agui":  {"stream", "fine"},
 	}
 	var got []string
 	for _, v := range check(g, rules) {
@@ -210,6 +214,7 @@ func TestCheckFindsChains(t *testing.T) {
 		"api/v1 > worker > activities",
 		"models > store",
 		"workflows > llm",
+		"stream/agui > fine > activities",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

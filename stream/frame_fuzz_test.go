@@ -1,4 +1,4 @@
-package api
+package stream
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ func FuzzEncodeFrame(f *testing.F) {
 			// Only a number JSON cannot hold may fail to encode.
 			t.Skipf("not encodable: %v", err)
 		}
-		msg := string(fr.msg)
+		msg := string(fr.SSE)
 		if strings.Contains(msg, "\r") {
 			t.Fatalf("carriage return in the frame %q", msg)
 		}
@@ -45,12 +45,12 @@ func FuzzEncodeFrame(f *testing.F) {
 			!strings.HasPrefix(lines[0], "id: ") || !strings.HasPrefix(lines[1], "event: ") || !strings.HasPrefix(lines[2], "data: ") {
 			t.Fatalf("not one SSE message of id, event and data lines: %q", msg)
 		}
-		if fr.seq != seq || fr.terminal != isTerminalEvent(e.Event) {
-			t.Fatalf("frame seq %d terminal %v for event %d %s", fr.seq, fr.terminal, seq, e.Event)
+		if fr.Seq != seq || fr.Terminal != isTerminalEvent(e.Event) {
+			t.Fatalf("frame seq %d terminal %v for event %d %s", fr.Seq, fr.Terminal, seq, e.Event)
 		}
 
 		var got []sse.Event
-		for ev, err := range sse.Read(bytes.NewReader(fr.msg), &sse.ReadConfig{MaxEventSize: 1 << 20}) {
+		for ev, err := range sse.Read(bytes.NewReader(fr.SSE), &sse.ReadConfig{MaxEventSize: 1 << 20}) {
 			if err != nil {
 				t.Fatalf("SSE client cannot read %q: %v", msg, err)
 			}

@@ -1,4 +1,4 @@
-package api
+package spec001
 
 import (
 	"slices"
@@ -25,7 +25,13 @@ func v1Log(entries ...v1LogEntry) []models.Event {
 	return out
 }
 
-func translateAll(tr *v1Translator, log []models.Event) (types []string, evs []v1Event) {
+// testTranslator is run r1's translator, of hierarchy h1, with the
+// result URL the API gives it.
+func testTranslator(teamIDs map[string]string) *translator {
+	return newTranslator(Execution{ID: "r1", HierarchyID: "h1", ResultURL: "/api/v1/executions/r1/results", TeamIDs: teamIDs})
+}
+
+func translateAll(tr *translator, log []models.Event) (types []string, evs []event) {
 	for _, e := range log {
 		for _, ev := range tr.translate(e) {
 			types = append(types, ev.Type)
@@ -74,13 +80,13 @@ func TestV1TranslatorParallelFailure(t *testing.T) {
 		v1LogEntry{tSystem, "system.warning", map[string]any{"message": "x"}},
 		v1LogEntry{tGS, "lifecycle.failed", map[string]any{"error": "team b failed", "error_code": "EXECUTION_FAILED"}},
 	)
-	tr := newV1Translator("r1", "h1", map[string]string{"a": "team-a", "b": "team-b", "c": "team-c"})
+	tr := testTranslator(map[string]string{"a": "team-a", "b": "team-b", "c": "team-c"})
 	types, evs := translateAll(tr, log)
 	want := []string{
-		V1ExecutionStarted, V1SupervisorRouting, V1TeamTransition,
-		V1SupervisorRouting, V1AgentStarted, V1SupervisorRouting, V1AgentStarted,
-		V1AgentProgress, V1AgentProgress, V1AgentProgress, V1AgentProgress, V1AgentProgress, V1AgentProgress,
-		V1TeamTransition, V1AgentCompleted, V1AgentCompleted, V1ExecutionCompleted,
+		ExecutionStarted, SupervisorRouting, TeamTransition,
+		SupervisorRouting, AgentStarted, SupervisorRouting, AgentStarted,
+		AgentProgress, AgentProgress, AgentProgress, AgentProgress, AgentProgress, AgentProgress,
+		TeamTransition, AgentCompleted, AgentCompleted, ExecutionCompleted,
 	}
 	if !slices.Equal(types, want) {
 		t.Fatalf("types\n got %q\nwant %q", types, want)
@@ -97,30 +103,30 @@ func TestV1TranslatorParallelFailure(t *testing.T) {
 		t.Fatalf("no %s #%d", typ, n)
 		return nil
 	}
-	if d := byType(V1SupervisorRouting, 0); d["selected_team"] != "team-a" || d["team_id"] != "h1" || d["supervisor_id"] != "gs" || d["source_type"] != V1SourceSupervisor {
+	if d := byType(SupervisorRouting, 0); d["selected_team"] != "team-a" || d["team_id"] != "h1" || d["supervisor_id"] != "gs" || d["source_type"] != SourceSupervisor {
 		t.Errorf("top routing %v", d)
 	}
-	if d := byType(V1SupervisorRouting, 1); d["selected_agent"] != "w-a" || d["team_id"] != "team-a" || d["content"] != "fits" {
+	if d := byType(SupervisorRouting, 1); d["selected_agent"] != "w-a" || d["team_id"] != "team-a" || d["content"] != "fits" {
 		t.Errorf("team routing %v", d)
 	}
-	if d := byType(V1AgentStarted, 0); d["content"] != "do a" || d["status"] != "running" || d["source_type"] != V1SourceAgent {
+	if d := byType(AgentStarted, 0); d["content"] != "do a" || d["status"] != "running" || d["source_type"] != SourceAgent {
 		t.Errorf("agent_started %v", d)
 	}
-	if d := byType(V1TeamTransition, 0); d["from_team"] != "team-a" || d["to_team"] != "team-b" {
+	if d := byType(TeamTransition, 0); d["from_team"] != "team-a" || d["to_team"] != "team-b" {
 		t.Errorf("team_transition %v", d)
 	}
-	if d := byType(V1AgentProgress, 2); d["agent_id"] != "sub" || d["parent_agent_id"] != "w-a" || d["content"] != "sub says" {
+	if d := byType(AgentProgress, 2); d["agent_id"] != "sub" || d["parent_agent_id"] != "w-a" || d["content"] != "sub says" {
 		t.Errorf("sub-agent progress %v", d)
 	}
 	// Team b's failure ends its worker; team a's supervisor's next step
 	// ends its worker, with what it wrote after its tool result.
-	if d := byType(V1AgentCompleted, 0); d["agent_id"] != "w-b" || d["status"] != models.TeamFailed || d["result"] != "partial b" {
+	if d := byType(AgentCompleted, 0); d["agent_id"] != "w-b" || d["status"] != models.TeamFailed || d["result"] != "partial b" {
 		t.Errorf("failed worker %v", d)
 	}
-	if d := byType(V1AgentCompleted, 1); d["agent_id"] != "w-a" || d["status"] != models.TeamCompleted || d["result"] != "the answer" {
+	if d := byType(AgentCompleted, 1); d["agent_id"] != "w-a" || d["status"] != models.TeamCompleted || d["result"] != "the answer" {
 		t.Errorf("worker a %v", d)
 	}
-	if d := byType(V1ExecutionCompleted, 0); d["status"] != "failed" || d["error_code"] != "EXECUTION_FAILED" || d["result_url"] != "/api/v1/executions/r1/results" || d["source_type"] != V1SourceSystem {
+	if d := byType(ExecutionCompleted, 0); d["status"] != "failed" || d["error_code"] != "EXECUTION_FAILED" || d["result_url"] != "/api/v1/executions/r1/results" || d["source_type"] != SourceSystem {
 		t.Errorf("execution_completed %v", d)
 	}
 	for _, ev := range evs {
@@ -145,9 +151,9 @@ func TestV1TranslatorRoutedCancel(t *testing.T) {
 		v1LogEntry{tGS, "lifecycle.paused", map[string]any{}},
 		v1LogEntry{tGS, "lifecycle.cancelled", map[string]any{"reason": "cancelled"}},
 	)
-	types, evs := translateAll(newV1Translator("r1", "h1", nil), log)
-	want := []string{V1ExecutionStarted, V1SupervisorRouting, V1SupervisorRouting, V1AgentStarted, V1AgentProgress,
-		V1AgentCompleted, V1TeamTransition, V1SupervisorRouting, V1AgentStarted, "execution_paused", V1AgentCompleted, V1ExecutionCompleted}
+	types, evs := translateAll(testTranslator(nil), log)
+	want := []string{ExecutionStarted, SupervisorRouting, SupervisorRouting, AgentStarted, AgentProgress,
+		AgentCompleted, TeamTransition, SupervisorRouting, AgentStarted, "execution_paused", AgentCompleted, ExecutionCompleted}
 	if !slices.Equal(types, want) {
 		t.Fatalf("types\n got %q\nwant %q", types, want)
 	}
@@ -175,8 +181,8 @@ func TestV1TranslatorUndispatchedWorker(t *testing.T) {
 		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "one"}},
 		v1LogEntry{other, "llm.stream", map[string]any{"content": "two"}},
 	)
-	types, evs := translateAll(newV1Translator("r1", "h1", nil), log)
-	want := []string{V1SupervisorRouting, V1AgentStarted, V1AgentProgress, V1AgentCompleted, V1AgentProgress}
+	types, evs := translateAll(testTranslator(nil), log)
+	want := []string{SupervisorRouting, AgentStarted, AgentProgress, AgentCompleted, AgentProgress}
 	if !slices.Equal(types, want) || evs[3].Data["agent_id"] != "w-a" || evs[3].Data["result"] != "one" || evs[4].Data["agent_id"] != "w-a2" {
 		t.Errorf("types %q, events %v", types, evs)
 	}
@@ -198,10 +204,10 @@ func TestV1TranslatorRoutedTeamsTogether(t *testing.T) {
 		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "part 2"}},
 		v1LogEntry{tTSA, "llm.stream", map[string]any{"content": `{"action":"finish"}`}},
 	)
-	types, evs := translateAll(newV1Translator("r1", "h1", nil), log)
+	types, evs := translateAll(testTranslator(nil), log)
 	var completed []map[string]any
 	for i, ty := range types {
-		if ty == V1AgentCompleted {
+		if ty == AgentCompleted {
 			completed = append(completed, evs[i].Data)
 		}
 	}
@@ -223,8 +229,8 @@ func TestV1TranslatorSkipsUsage(t *testing.T) {
 		v1LogEntry{tWB, "llm.usage", usage},
 		v1LogEntry{tTSA, "llm.usage", usage},
 	)
-	types, _ := translateAll(newV1Translator("r1", "h1", nil), log)
-	want := []string{V1SupervisorRouting, V1AgentStarted, V1AgentProgress}
+	types, _ := translateAll(testTranslator(nil), log)
+	want := []string{SupervisorRouting, AgentStarted, AgentProgress}
 	if !slices.Equal(types, want) {
 		t.Errorf("types %q, want %q", types, want)
 	}
@@ -244,8 +250,8 @@ func TestV1TranslatorSkipsArtifacts(t *testing.T) {
 		v1LogEntry{tWB, "llm.artifact", art},
 		v1LogEntry{tGS, "llm.artifact", art},
 	)
-	types, _ := translateAll(newV1Translator("r1", "h1", nil), log)
-	want := []string{V1SupervisorRouting, V1AgentStarted, V1AgentProgress}
+	types, _ := translateAll(testTranslator(nil), log)
+	want := []string{SupervisorRouting, AgentStarted, AgentProgress}
 	if !slices.Equal(types, want) {
 		t.Errorf("types %q, want %q", types, want)
 	}
@@ -264,13 +270,13 @@ func TestV1TranslatorBudget(t *testing.T) {
 		v1LogEntry{tSystem, "system.budget", map[string]any{"scope": "run", "on_exceeded": "finish", "spent": spent, "limit": limit}},
 		v1LogEntry{tTSA, "llm.stream", map[string]any{"content": "{}"}},
 	)
-	types, evs := translateAll(newV1Translator("r1", "h1", map[string]string{"a": "team_a1"}), log)
-	want := []string{V1SupervisorRouting, V1AgentStarted, V1AgentProgress, V1ExecutionBudget, V1ExecutionBudget, V1AgentCompleted}
+	types, evs := translateAll(testTranslator(map[string]string{"a": "team_a1"}), log)
+	want := []string{SupervisorRouting, AgentStarted, AgentProgress, ExecutionBudget, ExecutionBudget, AgentCompleted}
 	if !slices.Equal(types, want) {
 		t.Fatalf("types %q, want %q", types, want)
 	}
 	team := evs[3].Data
-	if team["source_type"] != V1SourceSystem || team["scope"] != "team" || team["team_id"] != "team_a1" || team["team_name"] != "a" ||
+	if team["source_type"] != SourceSystem || team["scope"] != "team" || team["team_id"] != "team_a1" || team["team_name"] != "a" ||
 		team["on_exceeded"] != "skip_team" || team["limit"] != limit || team["execution_id"] != "r1" || team["sequence"] != int64(3) {
 		t.Errorf("team budget event = %v", team)
 	}
@@ -296,13 +302,13 @@ func TestV1TranslatorSupervisorReassigned(t *testing.T) {
 		v1LogEntry{tTSA, "system.supervisor_reassigned", map[string]any{"agent_id": "ts-a", "stand_in_agent_id": "gs",
 			"team_name": "a", "from_model": "m-ts", "to_model": "m-gs", "error": "500", "message": "its routing passes"}},
 	)
-	types, evs := translateAll(newV1Translator("r1", "h1", map[string]string{"a": "team_a1"}), log)
-	want := []string{V1SupervisorRouting, V1AgentStarted, V1AgentProgress, V1AgentCompleted, V1SupervisorReassigned}
+	types, evs := translateAll(testTranslator(map[string]string{"a": "team_a1"}), log)
+	want := []string{SupervisorRouting, AgentStarted, AgentProgress, AgentCompleted, SupervisorReassigned}
 	if !slices.Equal(types, want) {
 		t.Fatalf("types %q, want %q", types, want)
 	}
 	d := evs[4].Data
-	if d["source_type"] != V1SourceSupervisor || d["team_id"] != "team_a1" || d["stand_in_agent_id"] != "gs" ||
+	if d["source_type"] != SourceSupervisor || d["team_id"] != "team_a1" || d["stand_in_agent_id"] != "gs" ||
 		d["from_model"] != "m-ts" || d["to_model"] != "m-gs" || d["error"] != "500" || d["content"] != "its routing passes" ||
 		d["action"] != "supervisor_reassigned" || d["sequence"] != int64(3) {
 		t.Errorf("supervisor_reassigned = %v", d)
@@ -322,9 +328,9 @@ func TestV1TranslatorTimedOut(t *testing.T) {
 		v1LogEntry{tSystem, "system.error", map[string]any{"message": "the run exceeded its max_execution_time of 1s", "error_code": "EXECUTION_TIMEOUT"}},
 		v1LogEntry{tGS, "lifecycle.failed", map[string]any{"error": "the run exceeded its max_execution_time of 1s", "error_code": "EXECUTION_TIMEOUT"}},
 	)
-	types, evs := translateAll(newV1Translator("r1", "h1", nil), log)
+	types, evs := translateAll(testTranslator(nil), log)
 	n := len(evs)
-	if n < 2 || types[n-1] != V1ExecutionCompleted || types[n-2] != V1AgentCompleted {
+	if n < 2 || types[n-1] != ExecutionCompleted || types[n-2] != AgentCompleted {
 		t.Fatalf("types %q", types)
 	}
 	if d := evs[n-1].Data; d["status"] != models.RunTimedOut || d["error_code"] != "EXECUTION_TIMEOUT" || d["result_url"] == nil {
@@ -334,7 +340,7 @@ func TestV1TranslatorTimedOut(t *testing.T) {
 		t.Errorf("agent_completed = %v, want status %q", d, models.RunTimedOut)
 	}
 	// Other failures stay failed.
-	_, evs = translateAll(newV1Translator("r1", "h1", nil), v1Log(
+	_, evs = translateAll(testTranslator(nil), v1Log(
 		v1LogEntry{tGS, "lifecycle.failed", map[string]any{"error": "boom", "error_code": "EXECUTION_FAILED"}},
 	))
 	if d := evs[0].Data; d["status"] != models.TeamFailed {
@@ -370,7 +376,7 @@ func TestV1TranslatorProgress(t *testing.T) {
 		v1LogEntry{tWB, "llm.stream", map[string]any{"content": "b says"}},
 		v1LogEntry{tGS, "lifecycle.completed", map[string]any{"final_answer": "x"}},
 	)
-	_, evs := translateAll(newV1Translator("r1", "h1", nil), log)
+	_, evs := translateAll(testTranslator(nil), log)
 	type got struct {
 		typ, content  string
 		progress, run any
@@ -378,23 +384,23 @@ func TestV1TranslatorProgress(t *testing.T) {
 	var seen []got
 	for _, ev := range evs {
 		switch ev.Type {
-		case V1AgentProgress:
+		case AgentProgress:
 			seen = append(seen, got{ev.Type, str(ev.Data, "content"), ev.Data["progress"], ev.Data["execution_progress"]})
-		case V1SupervisorRouting, V1TeamTransition, V1ExecutionCompleted:
+		case SupervisorRouting, TeamTransition, ExecutionCompleted:
 			if ev.Data["selected_agent"] == nil {
 				seen = append(seen, got{ev.Type, str(ev.Data, "to_team") + str(ev.Data, "selected_team"), ev.Data["progress"], nil})
 			}
 		}
 	}
 	want := []got{
-		{V1SupervisorRouting, "a", 0, nil},
-		{V1AgentProgress, "one", 0, 0},
-		{V1AgentProgress, "two", 50, 0},
-		{V1AgentProgress, "sub", 50, 0},
-		{V1AgentProgress, "three", 50, 0},
-		{V1TeamTransition, "b", 50, nil},
-		{V1AgentProgress, "b says", 0, 50},
-		{V1ExecutionCompleted, "", 100, nil},
+		{SupervisorRouting, "a", 0, nil},
+		{AgentProgress, "one", 0, 0},
+		{AgentProgress, "two", 50, 0},
+		{AgentProgress, "sub", 50, 0},
+		{AgentProgress, "three", 50, 0},
+		{TeamTransition, "b", 50, nil},
+		{AgentProgress, "b says", 0, 50},
+		{ExecutionCompleted, "", 100, nil},
 	}
 	if len(seen) != len(want) {
 		t.Fatalf("events %+v, want %+v", seen, want)
@@ -412,7 +418,7 @@ func TestV1TranslatorProgress(t *testing.T) {
 		map[string]any{"name": "b", "workers": []any{map[string]any{}}},
 		map[string]any{"name": "c", "workers": []any{map[string]any{}}},
 	}}
-	_, evs = translateAll(newV1Translator("r1", "h1", nil), v1Log(
+	_, evs = translateAll(testTranslator(nil), v1Log(
 		v1LogEntry{tSystem, "system.topology", par},
 		v1LogEntry{tGS, "dispatch.team", map[string]any{"team_name": "a"}},
 		v1LogEntry{tGS, "dispatch.team", map[string]any{"team_name": "b"}},
@@ -424,7 +430,7 @@ func TestV1TranslatorProgress(t *testing.T) {
 	))
 	var last, worker map[string]any
 	for _, ev := range evs {
-		if ev.Type == V1AgentProgress {
+		if ev.Type == AgentProgress {
 			worker = ev.Data
 		}
 		last = ev.Data
@@ -437,7 +443,7 @@ func TestV1TranslatorProgress(t *testing.T) {
 	}
 
 	// Without a topology (a log cut short), progress is unknown: null.
-	_, evs = translateAll(newV1Translator("r1", "h1", nil), v1Log(
+	_, evs = translateAll(testTranslator(nil), v1Log(
 		v1LogEntry{tTSA, "dispatch.worker", map[string]any{"worker_name": "wa", "worker_agent_id": "w-a"}},
 		v1LogEntry{tWA, "llm.stream", map[string]any{"content": "one"}},
 	))

@@ -1,12 +1,12 @@
-package api
+package stream
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/gin-gonic/gin"
 )
 
 // WebSocket event push: the same events as the SSE streams, one text
@@ -17,20 +17,6 @@ import (
 // with status 1000 (normal closure); when the server shuts down, with 1001
 // (going away); when the stream fails, with 1011; after either the client
 // reconnects with ?after=.
-
-// runWSGET is GET runs/:id/ws (contract 002's events).
-func (s *Server) runWSGET(c *gin.Context) {
-	if id, after, ok := s.streamGETParams(c); ok {
-		s.serveStream(c, id, after, streamContract002, transportWebSocket)
-	}
-}
-
-// v1WSGET is spec 001's GET executions/:id/ws (spec 001's events).
-func (s *Server) v1WSGET(c *gin.Context) {
-	if id, after, ok := s.streamGETParams(c); ok {
-		s.serveStream(c, id, after, streamSpec001, transportWebSocket)
-	}
-}
 
 // wsConn is one open WebSocket event stream.
 type wsConn struct {
@@ -47,11 +33,13 @@ type wsConn struct {
 	closed   bool // a close frame has been sent
 }
 
-// openWS upgrades the request. On error, Accept has answered the request.
-// origins are the CORS allow-list: a browser page of another origin than
-// the API's own must be listed.
-func (h *hub) openWS(c *gin.Context, origins []string) (*wsConn, context.Context, error) {
-	ws, err := websocket.Accept(c.Writer, c.Request, &websocket.AcceptOptions{OriginPatterns: origins})
+// AcceptWebSocket upgrades the request to a WebSocket stream. On error,
+// the upgrade has answered the request. origins are the CORS allow-list: a
+// browser page of another origin than the API's own must be listed. The
+// context it returns ends with the connection: Serve's must derive from it,
+// as the request's no longer follows the hijacked connection.
+func (h *Hub) AcceptWebSocket(w http.ResponseWriter, r *http.Request, origins []string) (Transport, context.Context, error) {
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: origins})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -59,11 +47,13 @@ func (h *hub) openWS(c *gin.Context, origins []string) (*wsConn, context.Context
 	// hijacked: CloseRead's does, and it reads (and answers) pings.
 	ctx, cancel := context.WithCancel(ws.CloseRead(context.Background()))
 	conn := &wsConn{c: ws, ctx: ctx, cancel: cancel}
-	h.subscribers.Add(1)
-	h.mu.Lock()
-	h.conns[conn] = struct{}{}
-	conn.closing = h.closed
-	h.mu.Unlock()
+	if h.track(conn) {
+		// Close ran after this request began (once tracked, Close sets
+		// closing itself).
+		conn.mu.Lock()
+		conn.closing = true
+		conn.mu.Unlock()
+	}
 	return conn, ctx, nil
 }
 
@@ -79,10 +69,10 @@ func (w *wsConn) writeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(w.ctx, d)
 }
 
-func (w *wsConn) write(msgs []outMsg) error {
+func (w *wsConn) write(msgs []Message) error {
 	for _, m := range msgs {
 		ctx, cancel := w.writeCtx()
-		err := w.c.Write(ctx, websocket.MessageText, m.data)
+		err := w.c.Write(ctx, websocket.MessageText, m.Data)
 		cancel()
 		if err != nil {
 			return err

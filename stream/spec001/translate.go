@@ -1,4 +1,4 @@
-package api
+package spec001
 
 import (
 	"slices"
@@ -9,37 +9,37 @@ import (
 
 // Spec 001's stream event types (its section "流式事件接口").
 const (
-	V1ExecutionStarted   = "execution_started"
-	V1ExecutionCompleted = "execution_completed"
-	V1SupervisorRouting  = "supervisor_routing"
-	V1AgentStarted       = "agent_started"
-	V1AgentProgress      = "agent_progress"
-	V1AgentCompleted     = "agent_completed"
-	V1TeamTransition     = "team_transition"
-	// V1ExecutionBudget is not in spec 001: it carries the log's
+	ExecutionStarted   = "execution_started"
+	ExecutionCompleted = "execution_completed"
+	SupervisorRouting  = "supervisor_routing"
+	AgentStarted       = "agent_started"
+	AgentProgress      = "agent_progress"
+	AgentCompleted     = "agent_completed"
+	TeamTransition     = "team_transition"
+	// ExecutionBudget is not in spec 001: it carries the log's
 	// system.budget (a budget of the execution found spent).
-	V1ExecutionBudget = "execution_budget"
-	// V1SupervisorReassigned carries the log's
+	ExecutionBudget = "execution_budget"
+	// SupervisorReassigned carries the log's
 	// system.supervisor_reassigned: spec 001's supervisor reassignment
 	// (error recovery 3), which its stream has no event for.
-	V1SupervisorReassigned = "supervisor_reassigned"
+	SupervisorReassigned = "supervisor_reassigned"
 )
 
 // Spec 001's source_type values.
 const (
-	V1SourceSystem     = "system"
-	V1SourceSupervisor = "supervisor"
-	V1SourceAgent      = "agent"
+	SourceSystem     = "system"
+	SourceSupervisor = "supervisor"
+	SourceAgent      = "agent"
 )
 
-// v1Event is one event of spec 001's stream: its type (the SSE event name)
+// event is one event of spec 001's stream: its type (the SSE event name)
 // and its data object.
-type v1Event struct {
+type event struct {
 	Type string
 	Data map[string]any
 }
 
-// v1Translator maps a run's ordered 002 event log to spec 001's events.
+// translator maps a run's ordered 002 event log to spec 001's events.
 // It must see the log from sequence 1 in order: some spec 001 events need
 // what came before (team_transition names the previous team, and
 // agent_completed carries the worker's answer, streamed in pieces). A
@@ -78,7 +78,7 @@ type v1Event struct {
 //   - everything else (system.topology, supervisors' llm.* events, which
 //     supervisor_routing sums up, llm.reasoning, llm.retry, system.warning)
 //     has no spec 001 counterpart and is skipped.
-type v1Translator struct {
+type translator struct {
 	runID       string
 	hierarchyID string
 	resultURL   string
@@ -91,7 +91,7 @@ type v1Translator struct {
 	// each ends at its team supervisor's next step, its team's failure or
 	// the run's end.
 	routedTogether bool
-	open           map[string]*v1Worker
+	open           map[string]*worker
 
 	// Progress (spec 001's progress, issue 23): the plan from
 	// system.topology, and what the log has shown finished.
@@ -102,17 +102,17 @@ type v1Translator struct {
 	teamsDone   map[string]bool            // teams that completed a turn
 }
 
-// v1Worker is a worker whose turn has started and not yet ended.
-type v1Worker struct {
+// worker is a worker whose turn has started and not yet ended.
+type worker struct {
 	agentID, name, team string
 	answer              strings.Builder
 }
 
-func newV1Translator(runID, hierarchyID string, teamIDs map[string]string) *v1Translator {
-	return &v1Translator{
-		runID: runID, hierarchyID: hierarchyID, teamIDs: teamIDs,
-		resultURL:   V1Prefix + "/executions/" + runID + "/results",
-		open:        map[string]*v1Worker{},
+func newTranslator(x Execution) *translator {
+	return &translator{
+		runID: x.ID, hierarchyID: x.HierarchyID, teamIDs: x.TeamIDs,
+		resultURL:   x.ResultURL,
+		open:        map[string]*worker{},
 		teamWorkers: map[string]int{}, turnDone: map[string]map[string]bool{},
 		active: map[string]bool{}, teamsDone: map[string]bool{},
 	}
@@ -122,7 +122,7 @@ func newV1Translator(runID, hierarchyID string, teamIDs map[string]string) *v1Tr
 // work in this turn is over ÷ the team's workers (each may be dispatched;
 // one dispatched twice counts once, and not while it works again). nil
 // when the plan is unknown.
-func (t *v1Translator) teamProgress(team string) any {
+func (t *translator) teamProgress(team string) any {
 	n := t.teamWorkers[team]
 	if n == 0 {
 		return nil
@@ -137,7 +137,7 @@ func (t *v1Translator) teamProgress(team string) any {
 // runProgress is the execution's progress in percent: teams that completed
 // a turn ÷ teams in the plan (system.topology). nil when the plan is
 // unknown.
-func (t *v1Translator) runProgress() any {
+func (t *translator) runProgress() any {
 	if t.totalTeams == 0 {
 		return nil
 	}
@@ -145,7 +145,7 @@ func (t *v1Translator) runProgress() any {
 }
 
 // endTeam records that team's turn is over, with status.
-func (t *v1Translator) endTeam(team, status string) {
+func (t *translator) endTeam(team, status string) {
 	if !t.active[team] {
 		return
 	}
@@ -156,14 +156,14 @@ func (t *v1Translator) endTeam(team, status string) {
 }
 
 // endAllTeams ends every team turn under way, with status.
-func (t *v1Translator) endAllTeams(status string) {
+func (t *translator) endAllTeams(status string) {
 	for team := range t.active {
 		t.endTeam(team, status)
 	}
 }
 
 // readTopology learns the plan: the teams and their workers.
-func (t *v1Translator) readTopology(data map[string]any) {
+func (t *translator) readTopology(data map[string]any) {
 	teams := anyList(data["teams"])
 	t.totalTeams = len(teams)
 	for _, item := range teams {
@@ -196,9 +196,9 @@ func anyList(v any) []any {
 	return nil
 }
 
-func (t *v1Translator) teamID(name string) string { return lookupID(t.teamIDs, name) }
+func (t *translator) teamID(name string) string { return lookupID(t.teamIDs, name) }
 
-func (t *v1Translator) base(e models.Event, sourceType string) map[string]any {
+func (t *translator) base(e models.Event, sourceType string) map[string]any {
 	return map[string]any{"timestamp": e.Timestamp, "source_type": sourceType, "execution_id": t.runID, "sequence": e.Sequence}
 }
 
@@ -209,8 +209,8 @@ func str(m map[string]any, key string) string {
 
 // translate returns the spec 001 events that e adds, in order; none when e
 // has no counterpart.
-func (t *v1Translator) translate(e models.Event) []v1Event {
-	var out []v1Event
+func (t *translator) translate(e models.Event) []event {
+	var out []event
 	src := e.Source
 	team := ""
 	if src.TeamName != nil {
@@ -229,7 +229,7 @@ func (t *v1Translator) translate(e models.Event) []v1Event {
 		// must not open or close teams or workers.
 		return nil
 	case e.Event.Category == models.CategorySystem && e.Event.Action == models.ActionBudget:
-		return []v1Event{{V1ExecutionBudget, t.budgetData(e)}}
+		return []event{{ExecutionBudget, t.budgetData(e)}}
 	case e.Event.Category == models.CategorySystem && e.Event.Action == models.ActionTopology:
 		// Teams may be at work together in parallel mode, and in routed
 		// mode when the run's max_parallel_teams is above 1 (the workflow
@@ -268,7 +268,7 @@ func (t *v1Translator) translate(e models.Event) []v1Event {
 	}
 	switch {
 	case e.Event.Category == models.CategorySystem && e.Event.Action == models.ActionSupervisorReassigned:
-		return append(out, v1Event{V1SupervisorReassigned, t.reassignedData(e, team)})
+		return append(out, event{SupervisorReassigned, t.reassignedData(e, team)})
 	case e.Event.Category == models.CategoryDispatch && e.Event.Action == models.ActionTeam:
 		return append(out, t.dispatchTeam(e)...)
 	case e.Event.Category == models.CategoryDispatch && e.Event.Action == models.ActionWorker:
@@ -284,19 +284,19 @@ func (t *v1Translator) translate(e models.Event) []v1Event {
 		if n := len(src.Path); n >= 2 {
 			d["parent_agent_id"] = src.Path[n-2]
 		}
-		return append(out, v1Event{V1AgentProgress, d})
+		return append(out, event{AgentProgress, d})
 	}
 	return out
 }
 
-func (t *v1Translator) lifecycle(e models.Event) []v1Event {
-	d := t.base(e, V1SourceSystem)
+func (t *translator) lifecycle(e models.Event) []event {
+	d := t.base(e, SourceSystem)
 	switch e.Event.Action {
 	case models.ActionStarted:
 		d["status"] = "started"
 		d["team_id"] = t.hierarchyID
 		d["task"] = str(e.Data, "task")
-		return []v1Event{{V1ExecutionStarted, d}}
+		return []event{{ExecutionStarted, d}}
 	case models.ActionCompleted, models.ActionFailed, models.ActionCancelled:
 		status := map[string]string{models.ActionCompleted: models.TeamCompleted, models.ActionFailed: models.TeamFailed, models.ActionCancelled: "cancelled"}[e.Event.Action]
 		if e.Event.Action == models.ActionFailed && str(e.Data, "error_code") == models.CodeExecutionTimeout.Name {
@@ -325,14 +325,14 @@ func (t *v1Translator) lifecycle(e models.Event) []v1Event {
 				d["error_code"] = code
 			}
 		}
-		return append(out, v1Event{V1ExecutionCompleted, d})
+		return append(out, event{ExecutionCompleted, d})
 	}
 	d["status"] = e.Event.Action
-	return []v1Event{{"execution_" + e.Event.Action, d}}
+	return []event{{"execution_" + e.Event.Action, d}}
 }
 
-func (t *v1Translator) supervisorData(e models.Event) map[string]any {
-	d := t.base(e, V1SourceSupervisor)
+func (t *translator) supervisorData(e models.Event) map[string]any {
+	d := t.base(e, SourceSupervisor)
 	d["supervisor_id"] = e.Source.AgentID
 	d["supervisor_name"] = e.Source.AgentName
 	return d
@@ -341,7 +341,7 @@ func (t *v1Translator) supervisorData(e models.Event) map[string]any {
 // reassignedData is a supervisor_reassigned event's data: the team
 // supervisor (supervisor_id), its team, and system.supervisor_reassigned's
 // fields.
-func (t *v1Translator) reassignedData(e models.Event, team string) map[string]any {
+func (t *translator) reassignedData(e models.Event, team string) map[string]any {
 	d := t.supervisorData(e)
 	d["team_id"] = t.teamID(team)
 	d["action"] = "supervisor_reassigned"
@@ -352,7 +352,7 @@ func (t *v1Translator) reassignedData(e models.Event, team string) map[string]an
 	return d
 }
 
-func (t *v1Translator) dispatchTeam(e models.Event) []v1Event {
+func (t *translator) dispatchTeam(e models.Event) []event {
 	name := str(e.Data, "team_name")
 	// A team's new turn ends its previous one.
 	out := t.close(e, name, models.TeamCompleted, nil)
@@ -378,17 +378,17 @@ func (t *v1Translator) dispatchTeam(e models.Event) []v1Event {
 		d["action"] = "routing"
 		d["selected_team"] = t.teamID(name)
 		d["selected_team_name"] = name
-		return append(out, v1Event{V1SupervisorRouting, d})
+		return append(out, event{SupervisorRouting, d})
 	}
 	d["action"] = "team_transition"
 	d["from_team"] = t.teamID(prev)
 	d["to_team"] = t.teamID(name)
 	d["from_team_name"] = prev
 	d["to_team_name"] = name
-	return append(out, v1Event{V1TeamTransition, d})
+	return append(out, event{TeamTransition, d})
 }
 
-func (t *v1Translator) dispatchWorker(e models.Event, team string) []v1Event {
+func (t *translator) dispatchWorker(e models.Event, team string) []event {
 	d := t.supervisorData(e)
 	d["team_id"] = t.teamID(team)
 	d["action"] = "routing"
@@ -396,17 +396,17 @@ func (t *v1Translator) dispatchWorker(e models.Event, team string) []v1Event {
 	d["selected_agent"] = str(e.Data, "worker_agent_id")
 	d["selected_agent_name"] = str(e.Data, "worker_name")
 	d["instruction"] = str(e.Data, "instruction")
-	w := &v1Worker{agentID: str(e.Data, "worker_agent_id"), name: str(e.Data, "worker_name"), team: team}
+	w := &worker{agentID: str(e.Data, "worker_agent_id"), name: str(e.Data, "worker_name"), team: team}
 	t.open[team] = w
 	s := t.agentData(e, team, w.agentID, w.name, "started")
-	s["source_type"] = V1SourceAgent
+	s["source_type"] = SourceAgent
 	s["content"] = str(e.Data, "instruction")
 	s["status"] = "running"
-	return []v1Event{{V1SupervisorRouting, d}, {V1AgentStarted, s}}
+	return []event{{SupervisorRouting, d}, {AgentStarted, s}}
 }
 
-func (t *v1Translator) agentData(e models.Event, team, agentID, name, action string) map[string]any {
-	d := t.base(e, V1SourceAgent)
+func (t *translator) agentData(e models.Event, team, agentID, name, action string) map[string]any {
+	d := t.base(e, SourceAgent)
 	d["team_id"] = t.teamID(team)
 	d["agent_id"] = agentID
 	d["agent_name"] = name
@@ -414,14 +414,14 @@ func (t *v1Translator) agentData(e models.Event, team, agentID, name, action str
 	return d
 }
 
-func (t *v1Translator) workerLLM(e models.Event, team string) []v1Event {
-	var out []v1Event
+func (t *translator) workerLLM(e models.Event, team string) []event {
+	var out []event
 	w := t.open[team]
 	if w == nil || w.agentID != e.Source.AgentID {
 		// A worker whose dispatch was not seen: the team's previous worker
 		// is done, and this one is followed from here.
 		out = t.close(e, team, models.TeamCompleted, nil)
-		w = &v1Worker{agentID: e.Source.AgentID, name: e.Source.AgentName, team: team}
+		w = &worker{agentID: e.Source.AgentID, name: e.Source.AgentName, team: team}
 		t.open[team] = w
 	}
 	d := t.agentData(e, team, w.agentID, w.name, "progress")
@@ -453,11 +453,11 @@ func (t *v1Translator) workerLLM(e models.Event, team string) []v1Event {
 	default:
 		return out
 	}
-	return append(out, v1Event{V1AgentProgress, d})
+	return append(out, event{AgentProgress, d})
 }
 
 // close ends team's open worker, if any, with status.
-func (t *v1Translator) close(e models.Event, team, status string, out []v1Event) []v1Event {
+func (t *translator) close(e models.Event, team, status string, out []event) []event {
 	w := t.open[team]
 	if w == nil {
 		return out
@@ -470,11 +470,11 @@ func (t *v1Translator) close(e models.Event, team, status string, out []v1Event)
 	d := t.agentData(e, team, w.agentID, w.name, "completed")
 	d["result"] = w.answer.String()
 	d["status"] = status
-	return append(out, v1Event{V1AgentCompleted, d})
+	return append(out, event{AgentCompleted, d})
 }
 
 // closeAll ends every open worker, in team name order.
-func (t *v1Translator) closeAll(e models.Event, status string, out []v1Event) []v1Event {
+func (t *translator) closeAll(e models.Event, status string, out []event) []event {
 	teams := make([]string, 0, len(t.open))
 	for name := range t.open {
 		teams = append(teams, name)
@@ -488,8 +488,8 @@ func (t *v1Translator) closeAll(e models.Event, status string, out []v1Event) []
 
 // budgetData is an execution_budget event's data: system.budget's fields,
 // with the team's id next to its name.
-func (t *v1Translator) budgetData(e models.Event) map[string]any {
-	d := t.base(e, V1SourceSystem)
+func (t *translator) budgetData(e models.Event) map[string]any {
+	d := t.base(e, SourceSystem)
 	d["action"] = "budget_exceeded"
 	for _, k := range []string{"scope", "on_exceeded", "spent", "limit", "agent_id"} {
 		if v, ok := e.Data[k]; ok {
@@ -500,4 +500,22 @@ func (t *v1Translator) budgetData(e models.Event) map[string]any {
 		d["team_name"], d["team_id"] = name, t.teamID(name)
 	}
 	return d
+}
+
+// lookupID is a team's id, or its name when the id is unknown (the
+// hierarchy was edited or deleted since the run started).
+func lookupID(ids map[string]string, name string) string {
+	if id, ok := ids[name]; ok && id != "" {
+		return id
+	}
+	return name
+}
+
+func firstNonEmpty(values ...string) string {
+	for _, v := range values {
+		if strings.TrimSpace(v) != "" {
+			return v
+		}
+	}
+	return ""
 }

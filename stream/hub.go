@@ -1,18 +1,24 @@
-package api
+// Package stream is the stream bridge: it serves each run's one ordered
+// event log to any number of subscribers, in the protocol each asks for.
+//
+// A Hub keeps one poller, and one in-memory log of encoded frames, per
+// live run in this process, shared by the run's subscribers, each reading
+// at its own pace; subscribers that fall behind, and finished runs, read
+// the database. Serve sends a run's log to one subscriber: an Encoder
+// turns the log's frames into a protocol's messages (Contract002 here,
+// spec 001's in stream/spec001), and a Transport carries them (SSE or
+// WebSocket). The API's handlers authenticate, find the run, pick the
+// encoder and the transport, and call Serve.
+package stream
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"go.temporal.io/sdk/client"
 
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/notify"
@@ -25,20 +31,15 @@ type EventQuerier interface {
 	QueryEvents(ctx context.Context, workflowID string, q models.EventQuery) (models.EventPage, error)
 }
 
-// temporalQuerier is the EventQuerier of a real deployment.
-type temporalQuerier struct{ c client.Client }
-
-func (q temporalQuerier) QueryEvents(ctx context.Context, workflowID string, eq models.EventQuery) (models.EventPage, error) {
-	var page models.EventPage
-	resp, err := q.c.QueryWorkflow(ctx, workflowID, "", models.QueryEvents, eq)
-	if err != nil {
-		return page, err
-	}
-	return page, resp.Get(&page)
+// Reconciler brings a run's stored status up to date with its workflow
+// (the API's reconciliation): a workflow terminated by an operator never
+// writes its end, and a live stream must still end with it.
+type Reconciler interface {
+	Reconcile(ctx context.Context, run *store.Run) (*store.Run, error)
 }
 
-// StreamOptions tune the event streams. Zero fields take the defaults.
-type StreamOptions struct {
+// Options tune the event streams. Zero fields take the defaults.
+type Options struct {
 	// PollInterval is how often a live run's poller queries its workflow
 	// while events are flowing (default 50ms), when no Listener wakes it.
 	// With a Listener it is only the first retry delay of a failed query.
@@ -56,25 +57,15 @@ type StreamOptions struct {
 	// delay of events nobody announced (a lost notification, events the
 	// workflow appends itself between activities).
 	SafetyPollInterval time.Duration
-	// KeepAlive is the interval of the keep-alive comment on an idle stream
-	// (default 15s), so proxies do not close a quiet connection.
+	// KeepAlive is the interval of the keep-alive message on an idle
+	// stream (default 15s), so proxies do not close a quiet connection.
 	KeepAlive time.Duration
 	// BufferEvents bounds the events of a run held in memory (default
 	// 10000); a subscriber further behind reads the database.
 	BufferEvents int
-	// CredentialCheckInterval is how often an open event stream checks
-	// that the credential it was opened with (an API key, or a stream
-	// token and the key that issued it) is still valid (default
-	// DefaultCredentialCheckInterval): the longest a stream outlives the
-	// revocation of its key.
-	CredentialCheckInterval time.Duration
 }
 
-// DefaultCredentialCheckInterval is StreamOptions.CredentialCheckInterval's
-// default: one indexed lookup per open stream every 5 s.
-const DefaultCredentialCheckInterval = 5 * time.Second
-
-func (o StreamOptions) withDefaults() StreamOptions {
+func (o Options) withDefaults() Options {
 	if o.PollInterval <= 0 {
 		o.PollInterval = 50 * time.Millisecond
 	}
@@ -86,9 +77,6 @@ func (o StreamOptions) withDefaults() StreamOptions {
 	}
 	if o.IdlePollInterval < o.PollInterval {
 		o.IdlePollInterval = o.PollInterval
-	}
-	if o.CredentialCheckInterval <= 0 {
-		o.CredentialCheckInterval = DefaultCredentialCheckInterval
 	}
 	if o.SafetyPollInterval <= 0 {
 		o.SafetyPollInterval = time.Second
@@ -102,10 +90,10 @@ func (o StreamOptions) withDefaults() StreamOptions {
 	return o
 }
 
-// StreamStats counts the event streams' work, for tests and benchmarks.
-type StreamStats struct {
+// Stats counts the event streams' work, for metrics, tests and benchmarks.
+type Stats struct {
 	// Queries is the number of workflow event queries made for streams
-	// since the server was built.
+	// since the hub was built.
 	Queries int64
 	// Wakeups is the number of pollers' queries that a notification
 	// caused (with a Listener): the rest are first, paging, retry and
@@ -121,10 +109,9 @@ type StreamStats struct {
 	Pushes int64
 }
 
-// StreamStats returns the event streams' counters.
-func (s *Server) StreamStats() StreamStats {
-	h := s.streams
-	return StreamStats{Queries: h.queries.Load(), Wakeups: h.wakeups.Load(), Pollers: h.pollers.Load(), Subscribers: h.subscribers.Load(), Pushes: h.pushes.Load()}
+// Stats returns the event streams' counters.
+func (h *Hub) Stats() Stats {
+	return Stats{Queries: h.queries.Load(), Wakeups: h.wakeups.Load(), Pollers: h.pollers.Load(), Subscribers: h.subscribers.Load(), Pushes: h.pushes.Load()}
 }
 
 const (
@@ -144,15 +131,35 @@ const (
 	statusCheckInterval = 2 * time.Second
 )
 
-// hub shares one poller per live run among all of the run's subscribers in
-// this process, and tracks the open streams for CloseStreams.
-type hub struct {
-	store    *store.Store
-	runs     *Runs
-	querier  EventQuerier
-	listener notify.Listener // nil: pollers poll on their timer alone
-	opts     StreamOptions
-	log      *slog.Logger
+// Config is what a Hub reads runs from.
+type Config struct {
+	// Store holds the runs and their stored events.
+	Store *store.Store
+	// Querier reads live runs' events from their workflows; nil: this
+	// process streams finished runs only (see Hub.Live).
+	Querier EventQuerier
+	// Reconciler, if set, updates a run's stored status from its workflow
+	// when its poller hears nothing, so that the streams of a terminated
+	// workflow end.
+	Reconciler Reconciler
+	// Listener wakes pollers when a run has news; nil: pollers poll on
+	// their timer alone.
+	Listener notify.Listener
+	Options  Options
+	Logger   *slog.Logger
+}
+
+// Hub is the stream bridge of one process: it shares one poller, and one
+// in-memory log, per live run among all of the run's subscribers, and
+// tracks the open streams for Close. Build it with New; serve a stream
+// with Serve.
+type Hub struct {
+	store      *store.Store
+	reconciler Reconciler
+	querier    EventQuerier
+	listener   notify.Listener // nil: pollers poll on their timer alone
+	opts       Options
+	log        *slog.Logger
 
 	queries     atomic.Int64
 	wakeups     atomic.Int64
@@ -162,27 +169,31 @@ type hub struct {
 
 	mu      sync.Mutex
 	feeds   map[string]*feed
-	conns   map[streamConn]struct{}
+	conns   map[Transport]struct{}
 	closed  bool
-	closing chan struct{} // closed by CloseStreams
+	closing chan struct{} // closed by Close
 }
 
-func newHub(opts Options, log *slog.Logger) *hub {
-	h := &hub{
-		store: opts.Store, runs: opts.Runs, querier: opts.EventQuerier, listener: opts.Listener, opts: opts.Stream.withDefaults(), log: log,
-		feeds: map[string]*feed{}, conns: map[streamConn]struct{}{}, closing: make(chan struct{}),
+// New returns a hub reading runs as cfg says.
+func New(cfg Config) *Hub {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
 	}
-	if h.querier == nil && opts.Runs != nil && opts.Runs.Temporal != nil {
-		h.querier = temporalQuerier{opts.Runs.Temporal}
+	return &Hub{
+		store: cfg.Store, reconciler: cfg.Reconciler, querier: cfg.Querier, listener: cfg.Listener, opts: cfg.Options.withDefaults(), log: log,
+		feeds: map[string]*feed{}, conns: map[Transport]struct{}{}, closing: make(chan struct{}),
 	}
-	return h
 }
+
+// Live reports whether this hub streams live runs (it has a Querier).
+func (h *Hub) Live() bool { return h.querier != nil }
 
 // grace is how long a poller outlives its last subscriber, so a client
 // that reconnects at once finds it still running.
-func (h *hub) grace() time.Duration { return 2 * h.opts.IdlePollInterval }
+func (h *Hub) grace() time.Duration { return 2 * h.opts.IdlePollInterval }
 
-func (h *hub) query(ctx context.Context, workflowID string, after int64) (models.EventPage, error) {
+func (h *Hub) query(ctx context.Context, workflowID string, after int64) (models.EventPage, error) {
 	h.queries.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, streamQueryTimeout)
 	defer cancel()
@@ -192,7 +203,7 @@ func (h *hub) query(ctx context.Context, workflowID string, after int64) (models
 // acquire subscribes to the run's feed, starting its poller at the
 // subscriber's resume point if the run has none in this process yet.
 // runID is the run's key, publicID the id its events show (store.Run).
-func (h *hub) acquire(runID, publicID, workflowID string, cursor int64) *feed {
+func (h *Hub) acquire(runID, publicID, workflowID string, cursor int64) *feed {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	f := h.feeds[runID]
@@ -217,7 +228,7 @@ func (h *hub) acquire(runID, publicID, workflowID string, cursor int64) *feed {
 // release unsubscribes from a feed. The last subscriber's leaving stops
 // the poller at once if the run has ended (or the server is closing), else
 // after the grace period.
-func (h *hub) release(f *feed) {
+func (h *Hub) release(f *feed) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	f.refs--
@@ -239,54 +250,11 @@ func (h *hub) release(f *feed) {
 
 // drop removes a feed so that a later subscriber starts a new poller.
 // h.mu must be held.
-func (h *hub) drop(f *feed) {
+func (h *Hub) drop(f *feed) {
 	if h.feeds[f.runID] == f {
 		delete(h.feeds, f.runID)
 	}
 	f.stop()
-}
-
-// frame is one event encoded once as an SSE message, shared by every
-// subscriber.
-type frame struct {
-	seq      int64
-	terminal bool // a lifecycle.completed, lifecycle.failed or lifecycle.cancelled event
-	msg      []byte
-	name     string // the event's type, e.g. llm.stream
-	data     []byte // the event's JSON: a part of msg
-}
-
-// encodeFrame encodes e as its run's tenant sees it: with publicID, the
-// run's public id, as its run_id (the workflow and the store know the run
-// by its key; see store.Run).
-func encodeFrame(e models.Event, publicID string) (frame, error) {
-	e.RunID = publicID
-	data, err := json.Marshal(e)
-	if err != nil {
-		return frame{}, fmt.Errorf("encode event %d: %w", e.Sequence, err)
-	}
-	var b bytes.Buffer
-	b.Grow(len(data) + 64)
-	b.WriteString("id: ")
-	b.WriteString(strconv.FormatInt(e.Sequence, 10))
-	b.WriteString("\nevent: ")
-	// A line break in the name would end the field early and corrupt the
-	// stream; names come from the workflow, so this is only a guard.
-	b.WriteString(lineBreaks.Replace(e.Event.String()))
-	b.WriteString("\ndata: ")
-	start := b.Len()
-	b.Write(data) // json.Marshal output holds no raw line breaks
-	end := b.Len()
-	b.WriteString("\n\n")
-	msg := b.Bytes()
-	return frame{seq: e.Sequence, terminal: isTerminalEvent(e.Event), msg: msg, name: e.Event.String(), data: msg[start:end:end]}, nil
-}
-
-var lineBreaks = strings.NewReplacer("\r", "", "\n", "")
-
-func isTerminalEvent(k models.EventKind) bool {
-	return k.Category == models.CategoryLifecycle &&
-		(k.Action == models.ActionCompleted || k.Action == models.ActionFailed || k.Action == models.ActionCancelled)
 }
 
 // feed is the in-memory tail of one live run's event log, filled by one
@@ -295,7 +263,7 @@ func isTerminalEvent(k models.EventKind) bool {
 // appending only takes the lock briefly and wakes the waiting subscribers
 // by closing the changed channel.
 type feed struct {
-	hub        *hub
+	hub        *Hub
 	runID      string // the run's key
 	publicID   string // the run's public id, its events' run_id
 	workflowID string
@@ -306,7 +274,7 @@ type feed struct {
 	grace *time.Timer
 
 	mu      sync.Mutex
-	frames  []frame       // contiguous: frames[i].seq == first+i; never modified in place
+	frames  []Frame       // contiguous: frames[i].Seq == first+i; never modified in place
 	first   int64         // sequence of frames[0]; last+1 when frames is empty
 	last    int64         // the newest sequence the poller has
 	ended   bool          // last is the run's final event
@@ -318,7 +286,7 @@ type feed struct {
 // be read elsewhere first. done means the run has ended and the subscriber
 // has everything. Otherwise, with nothing to send, the subscriber waits on
 // changed.
-func (f *feed) read(cursor int64) (frames []frame, behind int64, done bool, changed <-chan struct{}) {
+func (f *feed) read(cursor int64) (frames []Frame, behind int64, done bool, changed <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
@@ -348,7 +316,7 @@ func (f *feed) isEnded() bool {
 // has. terminal says the run ends at lastSeq (a terminal page). An event
 // that would leave a gap stops the append with an error.
 func (f *feed) append(events []models.Event, terminal bool, lastSeq int64) (int, error) {
-	frames := make([]frame, 0, len(events))
+	frames := make([]Frame, 0, len(events))
 	for _, e := range events {
 		fr, err := encodeFrame(e, f.publicID)
 		if err != nil {
@@ -364,17 +332,17 @@ func (f *feed) append(events []models.Event, terminal bool, lastSeq int64) (int,
 		if f.ended {
 			break
 		}
-		if fr.seq <= f.last {
+		if fr.Seq <= f.last {
 			continue
 		}
-		if fr.seq != f.last+1 {
-			gap = fmt.Errorf("run %s: got event %d after %d", f.runID, fr.seq, f.last)
+		if fr.Seq != f.last+1 {
+			gap = fmt.Errorf("run %s: got event %d after %d", f.runID, fr.Seq, f.last)
 			break
 		}
 		f.frames = append(f.frames, fr)
-		f.last = fr.seq
+		f.last = fr.Seq
 		n++
-		if fr.terminal {
+		if fr.Terminal {
 			f.ended = true
 		}
 	}
@@ -385,10 +353,10 @@ func (f *feed) append(events []models.Event, terminal bool, lastSeq int64) (int,
 		// Trim to three quarters in one copy, so trimming costs O(1) per
 		// event and the dropped events' memory is released.
 		keep := limit - limit/4
-		f.frames = append(make([]frame, 0, limit+1), f.frames[len(f.frames)-keep:]...)
+		f.frames = append(make([]Frame, 0, limit+1), f.frames[len(f.frames)-keep:]...)
 	}
 	if len(f.frames) > 0 {
-		f.first = f.frames[0].seq
+		f.first = f.frames[0].Seq
 	} else {
 		f.first = f.last + 1
 	}
@@ -596,10 +564,10 @@ func (f *feed) finishFromStore(ctx context.Context) bool {
 	if err != nil {
 		return false
 	}
-	if !models.IsTerminal(run.Status) && f.hub.runs != nil {
+	if !models.IsTerminal(run.Status) && f.hub.reconciler != nil {
 		// A workflow terminated by an operator never writes its end: the
 		// reconciliation does, and the stream then ends with it.
-		if run, err = f.hub.runs.Reconcile(ctx, run); err != nil {
+		if run, err = f.hub.reconciler.Reconcile(ctx, run); err != nil {
 			return false
 		}
 	}
@@ -628,7 +596,7 @@ func (f *feed) finishFromStore(ctx context.Context) bool {
 // what the feed holds: from the database, or where the database does not
 // have them yet, from the workflow. It returns at least one event or an
 // error.
-func (h *hub) backlog(ctx context.Context, runID, publicID, workflowID string, cursor, upto int64) ([]frame, error) {
+func (h *Hub) backlog(ctx context.Context, runID, publicID, workflowID string, cursor, upto int64) ([]Frame, error) {
 	evs, err := h.store.ListEvents(ctx, runID, store.EventFilter{After: cursor, Limit: int(min(upto-cursor, storePageSize))})
 	if err != nil {
 		return nil, err
@@ -649,8 +617,8 @@ func (h *hub) backlog(ctx context.Context, runID, publicID, workflowID string, c
 
 // contiguous encodes the events that follow cursor without a gap, up to
 // upto, with publicID as their run_id.
-func contiguous(evs []models.Event, publicID string, cursor, upto int64) ([]frame, error) {
-	var out []frame
+func contiguous(evs []models.Event, publicID string, cursor, upto int64) ([]Frame, error) {
+	var out []Frame
 	for _, e := range evs {
 		if e.Sequence != cursor+1 || e.Sequence > upto {
 			break
@@ -663,12 +631,4 @@ func contiguous(evs []models.Event, publicID string, cursor, upto int64) ([]fram
 		cursor = e.Sequence
 	}
 	return out, nil
-}
-
-// publicEvents shows a run's events as its tenant sees them: with the run's
-// public id as their run_id (see encodeFrame).
-func publicEvents(evs []models.Event, publicID string) {
-	for i := range evs {
-		evs[i].RunID = publicID
-	}
 }
