@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/op-stack/executor/agui/aguitest"
+	"github.com/op-stack/executor/internal/interop"
 	"github.com/op-stack/executor/models"
 )
 
@@ -533,60 +535,11 @@ func TestWithAGUIPackages(t *testing.T) {
 	}
 }
 
-// checkAnswers: every answer in the log (the last attempt's text under
-// each message_id) is a message of the client's, whole, named after its
-// agent and attributed to it.
+// checkAnswers: every answer in the log is a message of the client's,
+// whole, named after its agent and attributed to it (aguitest.CheckAnswers).
 func checkAnswers(t *testing.T, log []models.Event, msgs []map[string]any) {
 	t.Helper()
-	type answer struct{ agent, name, text string }
-	want := map[string]*answer{}
-	var order []string
-	for _, e := range log {
-		id, _ := e.Data["message_id"].(string)
-		switch e.Event.Action {
-		case models.ActionStream:
-			if id == "" {
-				continue
-			}
-			if want[id] == nil {
-				want[id] = &answer{agent: e.Source.AgentID, name: e.Source.AgentName}
-				order = append(order, id)
-			}
-			want[id].text += e.Data["content"].(string)
-		case models.ActionRetry, models.ActionFallback:
-			for _, a := range want {
-				if a.agent == e.Source.AgentID {
-					a.text = ""
-				}
-			}
-		}
-	}
-	if len(want) == 0 {
-		t.Fatal("the log has no answer")
-	}
-	for _, id := range order {
-		a := want[id]
-		var found map[string]any
-		for _, m := range msgs {
-			mid, _ := m["id"].(string)
-			if mid == id || strings.HasPrefix(mid, id+"~") {
-				found = m
-			}
-		}
-		if found == nil {
-			t.Errorf("no client message for %s's answer %s", a.agent, id)
-			continue
-		}
-		meta, _ := found["metadata"].(map[string]any)
-		sub, _ := found["subagentRunId"].(string)
-		// A message that tool calls opened first has no name: the client
-		// keeps the message the tool calls made.
-		named := found["name"] == a.name || found["name"] == nil && found["toolCalls"] != nil
-		if found["content"] != a.text || found["role"] != "assistant" || !named || meta["agent_id"] != a.agent ||
-			(a.agent != log[0].Source.AgentID) != strings.HasPrefix(sub, a.agent+"@") {
-			t.Errorf("%s's answer %s: client has %v, want content %q", a.agent, id, found, a.text)
-		}
-	}
+	aguitest.CheckAnswers(t, log, msgs)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -596,26 +549,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // in CI.
 func interopDir(t *testing.T) string {
 	t.Helper()
-	for _, bin := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is required in CI for the AG-UI interop test", bin)
-			}
-			t.Skipf("SKIPPED: %s is not installed, so the encoded streams cannot be checked with @ag-ui/core and @ag-ui/client", bin)
-		}
-	}
-	dir, err := filepath.Abs(filepath.Join("..", "e2e", "interop"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@ag-ui", "client", "package.json")); err != nil {
-		ci := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
-		ci.Dir = dir
-		if out, err := ci.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in e2e/interop: %v\n%s", err, out)
-		}
-	}
-	return dir
+	return interop.Dir(t, "@ag-ui/client/package.json", "@ag-ui/core/package.json")
 }
 
 // TestHTTPAgentReconnects serves a recorded run the way the route will

@@ -125,6 +125,7 @@ func routeRules() map[string]rule {
 		"POST " + e + "/runs/stream":       rr,
 		"POST " + e + "/runs/stream-token": rr,
 		"GET " + e + "/runs/:id/stream":    stream,
+		"POST " + e + "/runs/:id/stream":   stream, // AG-UI (?format=ag-ui)
 		"GET " + e + "/runs/:id/ws":        stream,
 		"POST " + e + "/runs/results":      rr,
 		// Formatting calls a model, which costs money: it is a write.

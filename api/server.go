@@ -196,6 +196,7 @@ func NewServer(opts Options) *Server {
 	runs.POST("/stream", s.streamRunPOST)
 	runs.POST("/stream-token", s.createStreamToken)
 	runs.GET("/:id/stream", s.streamRunGET)
+	runs.POST("/:id/stream", s.streamRunAGUI)
 	runs.GET("/:id/ws", s.runWSGET)
 	// Results read the stored run (and query a live one when Temporal is
 	// there), so they are served without Temporal too.

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/op-stack/executor/auth"
+	"github.com/op-stack/executor/agui"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/stream"
 	"github.com/op-stack/executor/stream/spec001"
@@ -124,10 +125,52 @@ func (s *Server) streamRunPOST(c *gin.Context) {
 }
 
 // streamRunGET is GET runs/:id/stream?after=N, for browsers' EventSource,
-// which can only GET and resumes by sending Last-Event-ID.
+// which can only GET and resumes by sending Last-Event-ID; with
+// ?format=ag-ui, the same log as AG-UI events (docs/ag-ui.md).
 func (s *Server) streamRunGET(c *gin.Context) {
-	if id, after, ok := s.streamGETParams(c); ok {
-		s.streamRun(c, id, after)
+	id, after, ok := s.streamGETParams(c)
+	if !ok {
+		return
+	}
+	format, ok := s.streamFormat(c)
+	if ok {
+		s.serveStream(c, id, after, format, transportSSE)
+	}
+}
+
+// streamRunAGUI is POST runs/:id/stream?format=ag-ui: the run's AG-UI
+// stream for @ag-ui/client's HttpAgent, which POSTs a RunAgentInput. The
+// run is the one in the path, started by runs/start; the body is read and
+// left aside (a client's messages and tools do not start or change a run).
+func (s *Server) streamRunAGUI(c *gin.Context) {
+	id, after, ok := s.streamGETParams(c)
+	if !ok {
+		return
+	}
+	if format, ok := s.streamFormat(c); !ok {
+		return
+	} else if format != streamAGUI {
+		s.writeError(c, models.FieldError("format", "must be %q on POST runs/{id}/stream (the AG-UI route); contract 002's stream is POST runs/stream or GET runs/{id}/stream", formatAGUI))
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(c.Request.Body, 1<<20))
+	s.serveStream(c, id, after, streamAGUI, transportSSE)
+}
+
+// formatAGUI is ?format= of the AG-UI stream.
+const formatAGUI = "ag-ui"
+
+// streamFormat reads ?format= of runs/{id}/stream: absent for contract
+// 002's events, "ag-ui" for AG-UI's.
+func (s *Server) streamFormat(c *gin.Context) (int, bool) {
+	switch v := c.Query("format"); v {
+	case "":
+		return streamContract002, true
+	case formatAGUI:
+		return streamAGUI, true
+	default:
+		s.writeError(c, models.FieldError("format", "must be %q or absent (contract 002's events), got %q", formatAGUI, v))
+		return 0, false
 	}
 }
 
@@ -181,6 +224,7 @@ func resumePoint(c *gin.Context, after *int64) (int64, error) {
 const (
 	streamContract002 = iota // the executor's events (contract 002)
 	streamSpec001            // spec 001's events
+	streamAGUI               // AG-UI's events (package agui)
 )
 
 const (
@@ -229,6 +273,14 @@ func (s *Server) serveStream(c *gin.Context, id string, after *int64, format, tr
 			ID: run.PublicID, HierarchyID: run.HierarchyID, TeamIDs: s.teamIDsByName(ctx, run),
 			ResultURL: V1Prefix + "/executions/" + run.PublicID + "/results",
 		})
+	case streamAGUI:
+		// A fork's log starts with its original's events: only the run
+		// knows it is a fork (RUN_STARTED's parentRunId).
+		var parent string
+		if run.ForkedFrom != nil {
+			parent = run.ForkedFrom.RunID
+		}
+		enc = agui.NewEncoder(agui.Options{RunID: run.PublicID, ThreadID: run.ThreadID, ParentRunID: parent, After: resume})
 	default:
 		enc = stream.Contract002()
 	}

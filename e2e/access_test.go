@@ -209,6 +209,10 @@ func routeCases() map[string]routeCase {
 		"GET " + e + "/runs/:id/stream": obj(func(f accessFixture) (string, any) {
 			return e + "/runs/" + f.run + "/stream", nil
 		}),
+		// AG-UI's route (HttpAgent POSTs a RunAgentInput).
+		"POST " + e + "/runs/:id/stream": obj(func(f accessFixture) (string, any) {
+			return e + "/runs/" + f.run + "/stream?format=ag-ui", map[string]any{}
+		}),
 		// Without upgrade headers, the right key gets 426 Upgrade Required.
 		"GET " + e + "/runs/:id/ws": obj(func(f accessFixture) (string, any) {
 			return e + "/runs/" + f.run + "/ws", nil

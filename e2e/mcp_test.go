@@ -25,6 +25,7 @@ import (
 
 	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/llm/llmfake"
+	"github.com/op-stack/executor/internal/interop"
 	"github.com/op-stack/executor/models"
 )
 
@@ -51,25 +52,8 @@ func startEverything(t *testing.T) string {
 // CI, where it must run.
 func everythingBin(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("npm"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("npm is required in CI for the MCP interop tests")
-		}
-		t.Skip("SKIPPED: npm is not installed, so the MCP interop test against @modelcontextprotocol/server-everything cannot run")
-	}
-	dir, err := filepath.Abs("interop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
-	if _, err := os.Stat(bin); err != nil {
-		ci := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
-		ci.Dir = dir
-		if out, err := ci.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in e2e/interop: %v\n%s", err, out)
-		}
-	}
-	return bin
+	const entry = "@modelcontextprotocol/server-everything/dist/index.js"
+	return filepath.Join(interop.Dir(t, entry), "node_modules", entry)
 }
 
 // runEverything starts server-everything's Streamable HTTP transport on

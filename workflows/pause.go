@@ -159,7 +159,10 @@ func (w *runWorkflow) setupPause(ctx workflow.Context) error {
 }
 
 // setPaused pauses or resumes the run; doing it twice is doing it once. It
-// returns the run's status after.
+// returns the status it set (or, when there was nothing to do, the run's
+// status): not the status once its write is done, since the run may have
+// gone on, even ended, while the write's activity ran. Which status an
+// update answers is no command, so replay is unchanged.
 func (w *runWorkflow) setPaused(ctx workflow.Context, paused bool) (string, error) {
 	s := w.state
 	if w.gate.paused == paused || models.IsTerminal(s.Status) {
@@ -180,5 +183,5 @@ func (w *runWorkflow) setPaused(ctx workflow.Context, paused bool) (string, erro
 		}
 		return "", err
 	}
-	return s.Status, nil
+	return status, nil
 }

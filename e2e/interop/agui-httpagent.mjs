@@ -5,7 +5,8 @@
 //
 //   node agui-httpagent.mjs BASE RUN_ID
 //
-// BASE is the API's /api/executor/v1 URL. It prints {"messages", "approved",
+// BASE is the API's /api/executor/v1 URL; AGUI_API_KEY, when set, is the
+// API key it sends. It prints {"messages", "approved",
 // "connections", "last"} and exits 1 if a connection fails for any other
 // reason than a dropped stream, or if console.warn/error is called (the
 // client warns about anything it strips).
@@ -17,7 +18,7 @@ for (const level of ["warn", "error"]) {
   console[level] = (...args) => problems.push(`console.${level}: ${args.map((a) => (a instanceof Error ? a.message : String(a))).join(" ")}`);
 }
 
-const headers = { Authorization: "Bearer test-key" };
+const headers = { Authorization: `Bearer ${process.env.AGUI_API_KEY || "test-key"}` };
 let last = 0;
 let over = false;
 const approved = [];
