@@ -12,8 +12,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/sdk/client"
 
-	"github.com/op-stack/executor/auth"
 	"github.com/op-stack/executor/agui"
+	"github.com/op-stack/executor/auth"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/stream"
 	"github.com/op-stack/executor/stream/spec001"

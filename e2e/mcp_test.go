@@ -24,8 +24,8 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/op-stack/executor/config"
-	"github.com/op-stack/executor/llm/llmfake"
 	"github.com/op-stack/executor/internal/interop"
+	"github.com/op-stack/executor/llm/llmfake"
 	"github.com/op-stack/executor/models"
 )
 
