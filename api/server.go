@@ -208,6 +208,9 @@ func NewServer(opts Options) *Server {
 	mcp.POST("/update", s.updateMCPServer)
 	mcp.POST("/delete", s.deleteMCPServer)
 
+	// The caller's hierarchies as MCP tools (docs/mcp-server.md).
+	s.mountMCP(v1)
+
 	s.routeV1(r.Group(V1Prefix))
 
 	keys := v1.Group("/apikeys")
