@@ -25,11 +25,11 @@ const maxMCPTools = 1000
 // stream) and DELETE (end a session). Access control has run before it:
 // the route needs hierarchies:read, and a tool call also runs:write.
 func (s *Server) mountMCP(v1 *gin.RouterGroup) {
-	h := mcpserve.NewHandler(mcpBackend{s}, mcpserve.Options{
+	s.mcp = mcpserve.NewHandler(mcpBackend{s}, mcpserve.Options{
 		Logger:              s.log,
 		LocalhostProtection: s.access.Mode != AuthRequired,
 	})
-	serve := func(c *gin.Context) { h.ServeHTTP(c.Writer, c.Request) }
+	serve := func(c *gin.Context) { s.mcp.ServeHTTP(c.Writer, c.Request) }
 	v1.POST(MCPPath, serve)
 	v1.GET(MCPPath, serve)
 	v1.DELETE(MCPPath, serve)

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/op-stack/executor/console"
+	"github.com/op-stack/executor/mcpserve"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/notify"
 	"github.com/op-stack/executor/store"
@@ -85,6 +86,8 @@ type Server struct {
 	readiness        Readiness
 	access           Access
 	rules            map[string]rule
+	// mcp is the MCP server (mountMCP).
+	mcp *mcpserve.Handler
 }
 
 // ExecutorPrefix is the path prefix of contract 002's endpoints.

@@ -351,7 +351,8 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // would otherwise last as long as their runs. Clients then reconnect with
 // Last-Event-ID (EventSource does so by itself), to this or another
 // replica, and continue with no gap and no duplicate. Call it before
-// http.Server.Shutdown; it does not wait for the handlers to return.
+// http.Server.Shutdown; it does not wait for the handlers to return. It
+// ends the MCP server's sessions as well (mcpserve.Handler.Close).
 func (s *Server) CloseStreams() {
 	h := s.streams
 	h.mu.Lock()
@@ -361,6 +362,11 @@ func (s *Server) CloseStreams() {
 	}
 	h.closed = true
 	close(h.closing)
+	if s.mcp != nil {
+		// MCP sessions' streams too (their tool calls, which follow runs
+		// through the hub, have just been told to stop).
+		defer s.mcp.Close()
+	}
 	conns := make([]streamConn, 0, len(h.conns))
 	for c := range h.conns {
 		conns = append(conns, c)

@@ -16,11 +16,15 @@ package mcpserve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -95,6 +99,11 @@ type Handler struct {
 	backend Backend
 	log     *slog.Logger
 	http    http.Handler
+	server  *sdk.Server
+	// closing is set by Close: calls that end then leave their runs be.
+	closing atomic.Bool
+	calls   calls
+	posts   atomic.Uint64
 }
 
 // NewHandler builds the MCP endpoint. It must be served behind the API's
@@ -130,6 +139,7 @@ func NewHandler(b Backend, opts Options) *Handler {
 		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
 	})
 	server.AddReceivingMiddleware(h.middleware)
+	h.server = server
 	streamable := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return server }, &sdk.StreamableHTTPOptions{
 		Logger:                     log,
 		SessionTimeout:             opts.SessionTimeout,
@@ -151,15 +161,98 @@ func NewHandler(b Backend, opts Options) *Handler {
 		return &sdkauth.TokenInfo{UserID: principalID(p), Scopes: scopes, Extra: map[string]any{principalKey: p}}, nil
 	}, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
 	h.http = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.Clone(r.Context())
 		if r.Header.Get("Authorization") == "" {
 			// Access control off: no bearer token, and the principal
 			// (auth.Anonymous) comes from the context all the same.
-			r = r.Clone(r.Context())
 			r.Header.Set("Authorization", "Bearer anonymous")
 		}
+		var post string
+		switch r.Method {
+		case http.MethodPost:
+			// Names this POST to the calls it carries (RequestExtra.Header):
+			// the SDK runs them apart from the request, on the session.
+			post = strconv.FormatUint(h.posts.Add(1), 10)
+			r.Header.Set(postHeader, post)
+		case http.MethodDelete:
+			// Ending a session cancels its calls, and their runs: the SDK
+			// would otherwise wait for them to end before closing it.
+			if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+				if p, ok := auth.PrincipalFrom(r.Context()); ok {
+					owner := principalID(p)
+					h.calls.cancel(func(c *call) bool { return c.session == sid && c.owner == owner }, errSessionDeleted)
+				}
+			}
+		}
 		verify.ServeHTTP(w, r)
+		if post != "" && r.Context().Err() != nil {
+			// The client went away before its answer: its calls would run
+			// on for nobody. They are cancelled, with their runs.
+			h.calls.cancel(func(c *call) bool { return c.post == post }, errClientGone)
+		}
 	})
 	return h
+}
+
+// postHeader carries, inside this process only, the id of the POST a
+// tool call came in (set by the handler, whatever the client sent).
+const postHeader = "X-Executor-Mcp-Post"
+
+// Why a call's context was cancelled by this package.
+var (
+	errSessionDeleted = errors.New("the client ended its MCP session")
+	errClientGone     = errors.New("the client disconnected before the answer")
+	errShutdown       = errors.New("the server is shutting down")
+)
+
+// call is a tool call in flight.
+type call struct {
+	session, post, owner string
+	cancel               context.CancelCauseFunc
+}
+
+// calls are the tool calls in flight, for what the SDK does not cancel.
+type calls struct {
+	mu  sync.Mutex
+	set map[*call]struct{}
+}
+
+func (cs *calls) add(c *call) (remove func()) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.set == nil {
+		cs.set = map[*call]struct{}{}
+	}
+	cs.set[c] = struct{}{}
+	return func() {
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		delete(cs.set, c)
+	}
+}
+
+func (cs *calls) cancel(match func(*call) bool, cause error) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for c := range cs.set {
+		if match(c) {
+			c.cancel(cause)
+		}
+	}
+}
+
+// Close ends every session, so that http.Server.Shutdown need not wait for
+// their streams. Calls still running end with their sessions, but their
+// runs go on: the process is going away, not the client (a call whose
+// run's stream the API has closed first has answered a tool error naming
+// the run).
+func (h *Handler) Close() {
+	h.closing.Store(true)
+	// A session's Close waits for its calls: they are ended first.
+	h.calls.cancel(func(*call) bool { return true }, errShutdown)
+	for ss := range h.server.Sessions() {
+		_ = ss.Close()
+	}
 }
 
 // ServeHTTP serves the MCP endpoint.
@@ -261,6 +354,13 @@ func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 	if err != nil {
 		return errorResult(err, nil), nil
 	}
+	ctx, cancelCall := context.WithCancelCause(ctx)
+	defer cancelCall(nil)
+	c := &call{owner: principalID(p), post: req.Extra.Header.Get(postHeader), cancel: cancelCall}
+	if req.Session != nil {
+		c.session = req.Session.ID()
+	}
+	defer h.calls.add(c)()
 	run, err := h.backend.Start(ctx, t.hierarchy.ID, in.Task, in.PreviousRunID)
 	if err != nil {
 		return errorResult(err, nil), nil
@@ -272,15 +372,20 @@ func (h *Handler) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 			progress.send(msg)
 		}
 	})
+	if ctx.Err() != nil && (h.closing.Load() || errors.Is(context.Cause(ctx), errShutdown)) {
+		h.log.InfoContext(ctx, "mcp: call ended by shutdown; its run goes on", "run_id", run.ID)
+		return nil, ctx.Err()
+	}
 	if ctx.Err() != nil {
-		// The client cancelled the call (notifications/cancelled), or its
-		// session ended: the run is cancelled too, as runs/cancel does.
+		// The client cancelled the call (notifications/cancelled), ended
+		// its session or went away: the run is cancelled too, as
+		// runs/cancel does.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
 		defer cancel()
 		if cerr := h.backend.Cancel(cctx, run.ID); cerr != nil {
 			h.log.ErrorContext(cctx, "mcp: cancel the run of a cancelled call", "run_id", run.ID, "error", cerr)
 		} else {
-			h.log.InfoContext(cctx, "mcp: call cancelled, run cancelled", "run_id", run.ID)
+			h.log.InfoContext(cctx, "mcp: call cancelled, run cancelled", "run_id", run.ID, "why", context.Cause(ctx))
 		}
 		return nil, ctx.Err()
 	}

@@ -86,6 +86,9 @@ func serve(t *testing.T, h http.Handler, keys map[string]auth.Principal) string 
 type keyTransport struct{ key string }
 
 func (k keyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if k.key == "" {
+		return http.DefaultTransport.RoundTrip(r)
+	}
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+k.key)
 	return http.DefaultTransport.RoundTrip(r)
@@ -273,6 +276,91 @@ func TestCancelledCallCancelsRun(t *testing.T) {
 	}
 }
 
+// waitCancelled waits for the backend to have cancelled want.
+func waitCancelled(t *testing.T, b *fakeBackend, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b.mu.Lock()
+		got := strings.Join(b.cancelled, ",")
+		b.mu.Unlock()
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cancelled %q, want %q", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestEndedSessionCancelsRun: a client that ends its session (DELETE)
+// during a call cancels the call's run; the SDK alone would wait for the
+// call to end before closing the session.
+func TestEndedSessionCancelsRun(t *testing.T) {
+	b := &fakeBackend{hierarchies: map[string][]Hierarchy{"a": {{ID: "h1", Name: "h"}}}, hang: true, following: make(chan string, 1)}
+	url := serve(t, NewHandler(b, Options{}), map[string]auth.Principal{"ka": principal("a", auth.ScopeAdmin), "kb": principal("b", auth.ScopeAdmin)})
+	cs := connect(t, url, "ka", nil)
+	go cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "h", Arguments: map[string]any{"task": "x"}})
+	<-b.following
+	// Another key's DELETE of the session is refused, and cancels nothing.
+	for _, key := range []string{"kb", "ka"} {
+		req, _ := http.NewRequest("DELETE", url, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if key == "kb" {
+			b.mu.Lock()
+			n := len(b.cancelled)
+			b.mu.Unlock()
+			if resp.StatusCode != http.StatusForbidden || n != 0 {
+				t.Fatalf("another key's DELETE: %d, cancelled %v", resp.StatusCode, b.cancelled)
+			}
+		} else if resp.StatusCode != http.StatusNoContent {
+			t.Errorf("DELETE: %d", resp.StatusCode)
+		}
+	}
+	waitCancelled(t, b, "run-h1")
+}
+
+// TestDisconnectedClientCancelsRun: a client whose connection drops
+// before the answer (no notifications/cancelled, no DELETE) cancels the
+// call's run.
+func TestDisconnectedClientCancelsRun(t *testing.T) {
+	b := &fakeBackend{hierarchies: map[string][]Hierarchy{"a": {{ID: "h1", Name: "h"}}}, hang: true, following: make(chan string, 1)}
+	url := serve(t, NewHandler(b, Options{}), map[string]auth.Principal{"ka": principal("a", auth.ScopeAdmin)})
+	cs := connect(t, url, "ka", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"h","arguments":{"task":"x"}}}`))
+	req.Header.Set("Authorization", "Bearer ka")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-b.following
+	b.mu.Lock()
+	n := len(b.cancelled)
+	b.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("cancelled %v before the client left", b.cancelled)
+	}
+	cancel()
+	<-done
+	waitCancelled(t, b, "run-h1")
+}
+
 // TestSessionBelongsToItsKey: another key presenting a session's id is
 // refused, so a session (and its calls) never crosses keys or tenants.
 func TestSessionBelongsToItsKey(t *testing.T) {
@@ -294,6 +382,48 @@ func TestSessionBelongsToItsKey(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("another key on the session: %d, want 403", resp.StatusCode)
+	}
+}
+
+// TestShutdownLeavesRunsBe: Close ends the sessions, and the calls in
+// them, without cancelling their runs (the process is going away, not the
+// client).
+func TestShutdownLeavesRunsBe(t *testing.T) {
+	b := &fakeBackend{hierarchies: map[string][]Hierarchy{"a": {{ID: "h1", Name: "h"}}}, hang: true, following: make(chan string, 1)}
+	h := NewHandler(b, Options{})
+	url := serve(t, h, map[string]auth.Principal{"ka": principal("a", auth.ScopeAdmin)})
+	cs := connect(t, url, "ka", nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "h", Arguments: map[string]any{"task": "x"}})
+		done <- err
+	}()
+	<-b.following
+	h.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("the call answered after its session was closed")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not end with its session")
+	}
+	time.Sleep(100 * time.Millisecond)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.started) != 1 || len(b.cancelled) != 0 {
+		t.Errorf("started %v, cancelled %v: want the run started and not cancelled", b.started, b.cancelled)
+	}
+}
+
+// TestWithoutAuthorizationHeader: with access control off the request has
+// no bearer token, and the principal in the context serves all the same.
+func TestWithoutAuthorizationHeader(t *testing.T) {
+	b := &fakeBackend{hierarchies: map[string][]Hierarchy{"default": {{ID: "h1", Name: "h"}}}}
+	url := serve(t, NewHandler(b, Options{LocalhostProtection: true}), map[string]auth.Principal{"": auth.Anonymous()})
+	list, err := connect(t, url, "", nil).ListTools(context.Background(), nil)
+	if err != nil || len(list.Tools) != 1 || list.Tools[0].Name != "h" {
+		t.Fatalf("tools %+v %v", list, err)
 	}
 }
 
