@@ -10,12 +10,39 @@
 // call follows the run with a progress handler and prints the progress
 // messages and the result. cancel aborts the call (the client sends
 // notifications/cancelled) as soon as a progress message contains
-// CANCEL_ON, then keeps its session open for a moment (no DELETE), so
-// that only the cancellation can have cancelled the run.
+// CANCEL_ON, then, with its session and connection still open (no DELETE,
+// no disconnect), reads the run's status from the REST API until it is
+// cancelled (statusWhileConnected): only the cancellation can have
+// cancelled it.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
 const [url, key, command, tool, task, cancelOn] = process.argv.slice(2);
+
+// runIdOf reads the run id from the first progress message ("run <id> of
+// <hierarchy> started").
+function runIdOf(progress) {
+  const m = /^run (\S+) /.exec(progress[0]?.message ?? '');
+  return m ? m[1] : '';
+}
+
+// statusWhenCancelled polls runs/get (POST <API>/runs/get) for up to 30 s
+// until the run is cancelled, and returns its last status.
+async function statusWhenCancelled(id) {
+  const api = url.replace(/\/mcp$/, '');
+  let status = '';
+  for (const deadline = Date.now() + 30000; Date.now() < deadline; ) {
+    const resp = await fetch(`${api}/runs/get`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', ...(key ? { Authorization: `Bearer ${key}` } : {}) },
+      body: JSON.stringify({ id }),
+    });
+    status = (await resp.json())?.data?.status ?? `HTTP ${resp.status}`;
+    if (status === 'cancelled') break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return status;
+}
 const out = { command, progress: [] };
 
 const transport = new StreamableHTTPClientTransport(new URL(url), {
@@ -48,8 +75,10 @@ try {
       out.error = { message: String(err?.message ?? err), code: err?.code };
     }
     if (command === 'cancel') {
-      // The session stays open: no DELETE ends the call instead.
-      await new Promise((r) => setTimeout(r, 1500));
+      // The session and the call's connection stay open (no DELETE, no
+      // disconnect) while the run's status is read from the REST API:
+      // only notifications/cancelled can have cancelled it.
+      out.statusWhileConnected = await statusWhenCancelled(runIdOf(out.progress));
     } else {
       await transport.terminateSession();
     }
