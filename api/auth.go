@@ -140,6 +140,13 @@ func routeRules() map[string]rule {
 		"POST " + e + "/mcp-servers/update": hw,
 		"POST " + e + "/mcp-servers/delete": hw,
 
+		// The MCP server: listing its tools (the hierarchies) needs
+		// hierarchies:read; a tool call, which starts a run, also needs
+		// runs:write (checked by mcpserve, which answers a tool error).
+		"POST " + e + "/mcp":   hr,
+		"GET " + e + "/mcp":    hr,
+		"DELETE " + e + "/mcp": hr,
+
 		"POST " + e + "/apikeys/create": admin,
 		"POST " + e + "/apikeys/list":   admin,
 		"POST " + e + "/apikeys/revoke": admin,

@@ -660,30 +660,36 @@ func (s *Server) cancelRun(c *gin.Context) {
 	if !valid {
 		return
 	}
-	ctx := c.Request.Context()
-	run, err := s.visibleRun(ctx, id)
+	status, err := s.cancel(c.Request.Context(), id)
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
+	ok(c, gin.H{"id": id, "status": status})
+}
+
+// cancel asks the visible run id's workflow to cancel, and answers the
+// status to report: "cancelling", or "cancelled" for a run cancelled
+// already. A run that has ended otherwise is EXECUTION_FINISHED.
+func (s *Server) cancel(ctx context.Context, id string) (string, error) {
+	run, err := s.visibleRun(ctx, id)
+	if err != nil {
+		return "", err
+	}
 	switch run.Status {
 	case models.RunCancelled:
-		ok(c, gin.H{"id": id, "status": run.Status})
-		return
+		return run.Status, nil
 	case models.RunCompleted, models.RunFailed, models.RunTimedOut:
-		s.writeError(c, models.Errorf(models.CodeExecutionFinished, "run %q has already %s and cannot be cancelled", id, run.Status))
-		return
+		return "", models.Errorf(models.CodeExecutionFinished, "run %q has already %s and cannot be cancelled", id, run.Status)
 	}
 	if err := s.runs.Temporal.CancelWorkflow(ctx, run.WorkflowID, ""); err != nil {
 		var notFound *serviceerror.NotFound
 		if errors.As(err, &notFound) {
-			s.writeError(c, models.Errorf(models.CodeExecutionFinished, "run %q is no longer running", id))
-			return
+			return "", models.Errorf(models.CodeExecutionFinished, "run %q is no longer running", id)
 		}
-		s.writeError(c, &models.Error{Code: models.CodeUnavailable, Message: "could not cancel the run: Temporal is unavailable", Err: err})
-		return
+		return "", &models.Error{Code: models.CodeUnavailable, Message: "could not cancel the run: Temporal is unavailable", Err: err}
 	}
-	ok(c, gin.H{"id": id, "status": "cancelling"})
+	return "cancelling", nil
 }
 
 // pauseRun and resumeRun pause and resume a run (see setPaused).

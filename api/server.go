@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/op-stack/executor/console"
+	"github.com/op-stack/executor/mcpserve"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/notify"
 	"github.com/op-stack/executor/store"
@@ -87,6 +88,8 @@ type Server struct {
 	readiness        Readiness
 	access           Access
 	rules            map[string]rule
+	// mcp is the MCP server (mountMCP).
+	mcp *mcpserve.Handler
 }
 
 // ExecutorPrefix is the path prefix of contract 002's endpoints.
@@ -211,6 +214,9 @@ func NewServer(opts Options) *Server {
 	mcp.POST("/list", s.listMCPServers)
 	mcp.POST("/update", s.updateMCPServer)
 	mcp.POST("/delete", s.deleteMCPServer)
+
+	// The caller's hierarchies as MCP tools (docs/mcp-server.md).
+	s.mountMCP(v1)
 
 	s.routeV1(r.Group(V1Prefix))
 

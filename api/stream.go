@@ -344,8 +344,16 @@ func (s *Server) watchCredential(c *gin.Context, ctx context.Context, runID stri
 // as long as their runs. Clients then reconnect with Last-Event-ID
 // (EventSource does so by itself), to this or another replica, and
 // continue with no gap and no duplicate. Call it before
-// http.Server.Shutdown; it does not wait for the handlers to return.
-func (s *Server) CloseStreams() { s.streams.Close() }
+// http.Server.Shutdown; it does not wait for the handlers to return. It
+// ends the MCP server's sessions as well (mcpserve.Handler.Close): their
+// tool calls, which follow runs through the bridge, have just been told to
+// stop; their runs go on.
+func (s *Server) CloseStreams() {
+	s.streams.Close()
+	if s.mcp != nil {
+		s.mcp.Close()
+	}
+}
 
 // runWSGET is GET runs/:id/ws (contract 002's events), the WebSocket push
 // of stream.AcceptWebSocket.

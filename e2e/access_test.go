@@ -239,6 +239,14 @@ func routeCases() map[string]routeCase {
 		}),
 		"POST " + e + "/mcp-servers/list": {list: true, build: body(e+"/mcp-servers/list", map[string]any{})},
 
+		// The MCP server (its own tenancy is TestMCPServerWithTheSDKClient's):
+		// without a session or the SSE Accept header, the transport answers
+		// 400 to the right key, after access control has let it in.
+		"POST " + e + "/mcp": {build: body(e+"/mcp", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+			"params": map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "access", "version": "1"}}})},
+		"GET " + e + "/mcp":    {build: body(e+"/mcp", nil)},
+		"DELETE " + e + "/mcp": {build: body(e+"/mcp", nil)},
+
 		"POST " + e + "/apikeys/create": {build: body(e+"/apikeys/create", map[string]any{"tenant": "tenant-c", "scopes": []string{"runs:read"}})},
 		"POST " + e + "/apikeys/list":   {build: body(e+"/apikeys/list", map[string]any{})},
 		"POST " + e + "/apikeys/revoke": {build: func(f accessFixture) (string, any) {

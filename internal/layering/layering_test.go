@@ -52,6 +52,8 @@ var rules = []rule{
 		Why: "models is the shared vocabulary: it imports no package of the module"},
 	{From: "templating", Forbidden: func(rel string) bool { return rel != "models" },
 		Why: "templating imports nothing of the module but models"},
+	{From: "mcpserve", Forbidden: func(rel string) bool { return rel != "models" && rel != "auth" },
+		Why: "the MCP server reaches runs only through the Backend the API gives it: it imports nothing of the module but models and auth"},
 	{From: "workflows", Forbidden: anyOf("store", "llm", "api", "templating"),
 		Why: "workflow code reaches the world only through activities"},
 	{From: "stream", Transitive: true, Forbidden: anyOf("api", "activities", "workflows"),
