@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -204,17 +207,37 @@ func spansOf(spans []otlpSpan, op string) []otlpSpan {
 // GenAI conventions' spans and attributes, and no content or secret.
 func TestGenAITraceOfARun(t *testing.T) {
 	rcv := newOTLPReceiver(t)
+	// An MCP server behind a bearer token, which no span may carry.
+	const secret = "mcp-bearer-otel-5d2e9a"
+	mcpSrv := sdk.NewServer(&sdk.Implementation{Name: "guarded", Version: "1"}, nil)
+	sdk.AddTool(mcpSrv, &sdk.Tool{Name: "whoami", Description: "says who called"},
+		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "authorized caller"}}}, nil, nil
+		})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return mcpSrv }, nil)
+	guarded := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+secret {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(guarded.Close)
+	sealKey := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+
 	e := newEnv(t, nil, withoutWorker)
 	e.fake.SetRules(append([]llmfake.Rule{
 		{Name: "researcher", SystemContains: "SUB-RESEARCHER", Responses: contentResponses("researcher: tunnelling is real")},
 	}, referenceRules(map[string][]llmfake.Response{
 		"W-SEARCHER": {
-			{ToolCalls: []llmfake.ToolCall{toolCall("calculator", `{"expression":"2*21"}`), delegateCall("researcher", "research tunnelling")}},
+			{ToolCalls: []llmfake.ToolCall{toolCall("calculator", `{"expression":"2*21"}`), toolCall("mcp_guarded__whoami", `{}`),
+				delegateCall("researcher", "research tunnelling")}},
 			{Content: "searcher: 42, and tunnelling is real"},
 		},
 	})...)...)
 	port := freePort(t)
-	e.serveProcess("all", rcv.env(fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port), "AUTH_MODE=off", "METRICS_ADDR=", "OTEL_SERVICE_NAME=executor-e2e")...)
+	e.serveProcess("all", rcv.env(fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port), "AUTH_MODE=off", "METRICS_ADDR=", "OTEL_SERVICE_NAME=executor-e2e",
+		"MCP_ALLOW_PRIVATE=true", "MCP_SECRET_KEY="+sealKey)...)
 	e.apiURL = fmt.Sprintf("http://127.0.0.1:%d/api/executor/v1", port)
 	waitFor(t, 60*time.Second, "the service process", func() bool {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
@@ -225,9 +248,10 @@ func TestGenAITraceOfARun(t *testing.T) {
 	})
 
 	e.mustPost("/subagents/create", map[string]any{"id": "sa-researcher", "name": "researcher", "system_prompt": "SUB-RESEARCHER You research."}, nil)
+	e.mustPost("/mcp-servers/create", map[string]any{"name": "guarded", "url": guarded.URL, "bearer_token": secret}, nil)
 	body := referenceHierarchy()
 	searcher := body["teams"].([]any)[0].(map[string]any)["workers"].([]any)[0].(map[string]any)
-	searcher["tools"] = []string{"calculator"}
+	searcher["tools"] = []string{"calculator", "mcp:guarded/whoami"}
 	searcher["sub_agents"] = []string{"researcher"}
 	id := e.startRun(e.createHierarchy(body), "explain tunnelling")
 	v := e.waitRun(id, 2*time.Minute)
@@ -314,27 +338,33 @@ func TestGenAITraceOfARun(t *testing.T) {
 		}
 	}
 
-	// execute_tool: the calculator, under the searcher's turn, with the
-	// call's tool_execution_id.
-	execIDs := map[string]bool{}
+	// execute_tool: the calculator and the MCP tool, under the searcher's
+	// turn, each with its call's tool_execution_id.
+	execIDs := map[string]string{}
 	for _, ev := range e.storedEvents(id) {
-		if ev.Event.Action == models.ActionToolCall {
+		if ev.Event.Action == models.ActionToolResult {
 			if x, _ := ev.Data["tool_execution_id"].(string); x != "" {
-				execIDs[x] = true
+				execIDs[ev.Data["tool_name"].(string)] = x
 			}
 		}
 	}
 	tools := spansOf(spans, "execute_tool")
-	if len(tools) != 1 {
-		t.Fatalf("%d execute_tool spans, want the calculator's", len(tools))
+	if len(tools) != 2 {
+		t.Fatalf("%d execute_tool spans, want the calculator's and the MCP tool's", len(tools))
 	}
-	tool := tools[0]
-	if tool.Name != "execute_tool calculator" || tool.Attrs["gen_ai.tool.name"] != "calculator" || !execIDs[tool.Attrs["gen_ai.tool.call.id"]] ||
-		tool.Attrs["gen_ai.agent.id"] != "w-searcher" || tool.Attrs["gen_ai.tool.call.arguments"] != "" {
-		t.Errorf("execute_tool span %q: %v (tool_execution_ids %v)", tool.Name, tool.Attrs, execIDs)
-	}
-	if agent, ok := idx.agentSpan(tool); !ok || agent.Attrs["gen_ai.agent.id"] != "w-searcher" {
-		t.Errorf("the tool's span is not under the searcher's turn")
+	for _, tool := range tools {
+		name := tool.Attrs["gen_ai.tool.name"]
+		if tool.Name != "execute_tool "+name || execIDs[name] == "" || tool.Attrs["gen_ai.tool.call.id"] != execIDs[name] ||
+			tool.Attrs["gen_ai.agent.id"] != "w-searcher" || tool.Attrs["gen_ai.tool.call.arguments"] != "" || tool.Status == tracepb.Status_STATUS_CODE_ERROR {
+			t.Errorf("execute_tool span %q: %v (tool_execution_ids %v)", tool.Name, tool.Attrs, execIDs)
+		}
+		wantMCP := map[string]string{"calculator": "", "mcp_guarded__whoami": "tools/call"}
+		if m, ok := wantMCP[name]; !ok || tool.Attrs["mcp.method.name"] != m {
+			t.Errorf("execute_tool %q: mcp.method.name %q", name, tool.Attrs["mcp.method.name"])
+		}
+		if agent, ok := idx.agentSpan(tool); !ok || agent.Attrs["gen_ai.agent.id"] != "w-searcher" {
+			t.Errorf("the span of %s is not under the searcher's turn", name)
+		}
 	}
 
 	// The sub-agent's turn is under the searcher's (through the child
@@ -349,10 +379,11 @@ func TestGenAITraceOfARun(t *testing.T) {
 		t.Errorf("the sub-agent's invoke_agent is not under the searcher's (%v)", parent.Attrs)
 	}
 
-	// No secret in any span: the provider key, the Authorization header.
+	// No secret in any span: the provider key, the MCP server's token, an
+	// Authorization header.
 	for _, s := range spans {
 		for k, v := range s.Attrs {
-			if strings.Contains(v, e.cfg.OpenAIAPIKey) || strings.Contains(strings.ToLower(k), "authorization") {
+			if strings.Contains(v, e.cfg.OpenAIAPIKey) || strings.Contains(v, secret) || strings.Contains(strings.ToLower(k), "authorization") {
 				t.Errorf("span %q carries a secret in %s", s.Name, k)
 			}
 		}

@@ -85,18 +85,8 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 	otel.SetTextMapPropagator(Propagator)
 	SetCaptureContent(parseBool(getenv(EnvCaptureContent)))
 	// The SDK's tracing interceptor, with a tracer whose workflow spans are
-	// replay-safe (temporaltrace.go).
-	t.temporalTracing = newTemporalTracingInterceptor(tp.Tracer("temporal-sdk-go"), Propagator, TemporalTracerOptions{
-		// Activities signal (or send by update) streamed events to their
-		// run every flush interval and the API's pollers query live runs
-		// every poll interval: traced, they would add hundreds of spans per
-		// LLM call and bury the run's shape (workflows, child workflows,
-		// activities). The SDK also traces an update's handler again on
-		// every replay.
-		DisableSignalTracing: true,
-		DisableQueryTracing:  true,
-		DisableUpdateTracing: true,
-	})
+	// replay-safe (temporaltrace.go), without signals, queries and updates.
+	t.temporalTracing = TemporalTracing(tp)
 	return t, nil
 }
 

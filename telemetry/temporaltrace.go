@@ -58,6 +58,22 @@ type TemporalTracerOptions struct {
 	DisableUpdateTracing bool
 }
 
+// TemporalTracing is what Setup adds to the Temporal client: the SDK's
+// tracing interceptor with this file's tracer (traced with tp, signals,
+// queries and updates left out as Setup leaves them), for a workflow
+// replayer that must see the same interceptors.
+func TemporalTracing(tp trace.TracerProvider) []interceptor.Interceptor {
+	return newTemporalTracingInterceptor(tp.Tracer("temporal-sdk-go"), Propagator, defaultTemporalTracerOptions)
+}
+
+// defaultTemporalTracerOptions: activities signal (or send by update)
+// streamed events to their run every flush interval and the API's pollers
+// query live runs every poll interval: traced, they would add hundreds of
+// spans per LLM call and bury the run's shape (workflows, child workflows,
+// activities). The SDK also traces an update's handler again on every
+// replay.
+var defaultTemporalTracerOptions = TemporalTracerOptions{DisableSignalTracing: true, DisableQueryTracing: true, DisableUpdateTracing: true}
+
 // newTemporalTracingInterceptor is the SDK's tracing interceptor with this
 // file's tracer, followed by the interceptor that tells the tracer that a
 // workflow's code returned. (The SDK applies a client's interceptors in
