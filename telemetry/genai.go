@@ -140,10 +140,11 @@ func StartChat(ctx context.Context, r ChatRequest) (context.Context, ChatSpan) {
 	if r.Provider != "" {
 		attrs = append(attrs, ProviderName(r.Provider))
 	}
-	if CaptureContent() && r.Messages != nil {
-		attrs = append(attrs, semconv.GenAIInputMessagesKey.String(messagesJSON(r.Messages(), "")))
-	}
 	ctx, span := tracer().Start(ctx, "chat "+r.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	if CaptureContent() && r.Messages != nil && span.IsRecording() {
+		// Built only for a span that is kept: a prompt can be long.
+		span.SetAttributes(semconv.GenAIInputMessagesKey.String(messagesJSON(r.Messages(), "")))
+	}
 	return ctx, ChatSpan{span}
 }
 
