@@ -60,7 +60,7 @@ func ProviderName(provider string) attribute.KeyValue {
 	switch strings.ToLower(provider) {
 	case "openai":
 		return semconv.GenAIProviderNameOpenAI
-	case "bedrock", "aws.bedrock":
+	case "aws_bedrock", "bedrock", "aws.bedrock": // the router's name is aws_bedrock
 		return semconv.GenAIProviderNameAWSBedrock
 	case "anthropic":
 		return semconv.GenAIProviderNameAnthropic

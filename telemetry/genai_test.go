@@ -145,3 +145,13 @@ func TestContentCaptureIsOptIn(t *testing.T) {
 		}
 	}
 }
+
+// The router's provider names become the conventions' values where they
+// have one.
+func TestProviderName(t *testing.T) {
+	for in, want := range map[string]string{"openai": "openai", "aws_bedrock": "aws.bedrock", "openrouter": "openrouter", "offline": "offline"} {
+		if got := ProviderName(in).Value.AsString(); got != want {
+			t.Errorf("ProviderName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
