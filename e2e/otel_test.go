@@ -396,15 +396,19 @@ func TestGenAITraceOfARun(t *testing.T) {
 // turns that ended before the kill are not emitted again by the replay,
 // and every chat span is one completed LLM call. The turn that spanned
 // the kill keeps its span id, so the retried call's chat span is under it.
-// Content capture is on: the prompts are on the chat spans.
+// Content capture is on: the prompts are on the chat spans, the tool's
+// arguments and result on its span.
 func TestGenAISpansSurviveAWorkerKill(t *testing.T) {
 	rcv := newOTLPReceiver(t)
 	e := newEnv(t, referenceRules(map[string][]llmfake.Response{
-		"W-WRITER": {{Content: strings.Repeat("word ", 80), ChunkSize: 5, TokenDelay: 50 * time.Millisecond}},
+		"W-SEARCHER": {{ToolCalls: []llmfake.ToolCall{toolCall("calculator", `{"expression":"6*7"}`)}}, {Content: "searcher: 42"}},
+		"W-WRITER":   {{Content: strings.Repeat("word ", 80), ChunkSize: 5, TokenDelay: 50 * time.Millisecond}},
 	}), withoutWorker)
 	env := rcv.env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true")
 	first := e.workerProcess(env...)
-	id := e.startRun(e.createHierarchy(referenceHierarchy()), "survive a kill")
+	body := referenceHierarchy()
+	body["teams"].([]any)[0].(map[string]any)["workers"].([]any)[0].(map[string]any)["tools"] = []string{"calculator"}
+	id := e.startRun(e.createHierarchy(body), "survive a kill")
 	waitFor(t, 60*time.Second, "the writer's call to stream", func() bool {
 		for _, c := range callsMatching(e.fake.Calls(), "W-WRITER") {
 			if len(c.ChunkTimes) > 0 {
@@ -500,5 +504,11 @@ func TestGenAISpansSurviveAWorkerKill(t *testing.T) {
 	}
 	if writerChats != 1 {
 		t.Errorf("%d chat spans of the writer, want the completed attempt's only", writerChats)
+	}
+	// The searcher's tool call, made by the first worker: once, with its
+	// arguments and result captured.
+	tools := spansOf(spans, "execute_tool")
+	if len(tools) != 1 || tools[0].Attrs["gen_ai.tool.call.arguments"] != `{"expression":"6*7"}` || !strings.Contains(tools[0].Attrs["gen_ai.tool.call.result"], `"result":42`) {
+		t.Errorf("execute_tool spans: %v", tools)
 	}
 }
