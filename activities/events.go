@@ -101,6 +101,8 @@ type publisher struct {
 	retryMax time.Duration
 	// tenant labels the cost metric (the run's RunOptions.Tenant).
 	tenant string
+	// thread is the run's thread id, its spans' gen_ai.conversation.id.
+	thread string
 
 	mu      sync.Mutex
 	pending []models.Event

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -35,6 +36,20 @@ func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models
 	pub := a.newPublisher(ctx, in.RunID)
 	defer pub.close()
 	pub.deferWrites, pub.retryMax, pub.tenant = in.DeferWrites, in.RunOptions.RetryMax, in.RunOptions.Tenant
+	pub.thread = in.RunOptions.ThreadID
+	// A supervisor's decision is its whole turn: its invoke_agent span is
+	// this activity's, which runs once per attempt (replay-safe).
+	ctx, span := telemetry.StartAgent(ctx, genAIAgent(in.Source, pub.thread), in.RunOptions.ModelFor(in.Supervisor), in.Supervisor.Provider)
+	d, err := a.decide(ctx, pub, in)
+	if d != nil {
+		span.SetAttributes(telemetry.UsageAttributes(d.Usage.PromptTokens, d.Usage.CompletionTokens)...)
+	}
+	telemetry.EndSpan(span, err)
+	return d, err
+}
+
+// decide is Decide's work, under its span.
+func (a *Activities) decide(ctx context.Context, pub *publisher, in models.DecideInput) (*models.Decision, error) {
 	req := llm.Request{
 		Model:       in.RunOptions.ModelFor(in.Supervisor),
 		Messages:    decisionMessages(in, contextLimit(in.RunOptions)),
@@ -99,6 +114,26 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 	pub := a.newPublisher(ctx, in.RunID)
 	defer pub.close()
 	pub.deferWrites, pub.retryMax, pub.tenant = in.DeferWrites, in.RunOptions.RetryMax, in.RunOptions.Tenant
+	pub.thread = in.RunOptions.ThreadID
+	if in.Purpose == models.PurposeFinalAnswer {
+		// The global supervisor's final answer is a turn of its own, one
+		// activity: its invoke_agent span is the activity's. (A worker's or
+		// a sub-agent's turn spans several activities: the workflow makes
+		// its span, see workflows.agentTurn.)
+		var span trace.Span
+		ctx, span = telemetry.StartAgent(ctx, genAIAgent(in.Source, pub.thread), in.RunOptions.ModelFor(in.Agent), in.Agent.Provider)
+		res, err := a.respond(ctx, pub, in)
+		if res != nil {
+			span.SetAttributes(telemetry.UsageAttributes(res.Usage.PromptTokens, res.Usage.CompletionTokens)...)
+		}
+		telemetry.EndSpan(span, err)
+		return res, err
+	}
+	return a.respond(ctx, pub, in)
+}
+
+// respond is Respond's work.
+func (a *Activities) respond(ctx context.Context, pub *publisher, in models.RespondInput) (*models.RespondResult, error) {
 	req := llm.Request{
 		Model:       in.RunOptions.ModelFor(in.Agent),
 		Messages:    append(respondMessages(in, contextLimit(in.RunOptions)), transcriptMessages(in.Transcript)...),
@@ -309,7 +344,12 @@ func (a *Activities) call(ctx context.Context, pub *publisher, source models.Sou
 	}
 	start := time.Now()
 	var firstToken time.Duration
-	resp, err := a.LLM.Stream(ctx, req, func(d llm.Delta) {
+	// The call's chat span; the provider's HTTP request is its child.
+	cctx, chat := telemetry.StartChat(ctx, telemetry.ChatRequest{
+		Agent: genAIAgent(source, pub.thread), Model: req.Model, Provider: req.Provider,
+		Messages: func() []telemetry.Message { return chatMessages(req.Messages) },
+	})
+	resp, err := a.LLM.Stream(cctx, req, func(d llm.Delta) {
 		first := firstToken == 0
 		if first {
 			firstToken = time.Since(start)
@@ -324,6 +364,7 @@ func (a *Activities) call(ctx context.Context, pub *publisher, source models.Sou
 	})
 	pub.calls++
 	latency := time.Since(start)
+	endChat(chat, resp, err)
 	call := llmCallRecord(pub, source, purpose, req.Model, latency, firstToken)
 	if err != nil {
 		call.Status, call.Error = "error", err.Error()
@@ -507,4 +548,35 @@ func teamOf(s models.Source) string {
 		return ""
 	}
 	return *s.TeamName
+}
+
+// genAIAgent is what the spans say of the agent source: its name, its
+// agent_id and the run's thread. Never the tenant, a key or a header.
+func genAIAgent(source models.Source, thread string) telemetry.Agent {
+	return telemetry.Agent{Name: source.AgentName, ID: source.AgentID, Conversation: thread}
+}
+
+// chatMessages are a request's messages as gen_ai.input.messages records
+// them (only with content capture on).
+func chatMessages(msgs []llm.Message) []telemetry.Message {
+	out := make([]telemetry.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = telemetry.Message{Role: m.Role, Content: m.Content}
+	}
+	return out
+}
+
+// endChat ends an LLM call's chat span with its answer or error.
+func endChat(chat telemetry.ChatSpan, resp *llm.Response, err error) {
+	if err != nil {
+		var le *llm.Error
+		if errors.As(err, &le) {
+			chat.SetProvider(le.Provider)
+		}
+		chat.End(nil, err)
+		return
+	}
+	res := &telemetry.ChatResult{Provider: resp.Provider, Model: resp.Model, InputTokens: resp.Usage.PromptTokens,
+		OutputTokens: resp.Usage.CompletionTokens, FinishReason: resp.FinishReason, Output: resp.Content}
+	chat.End(res, nil)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/op-stack/executor/mcp"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
+	"github.com/op-stack/executor/telemetry"
 	"github.com/op-stack/executor/tools"
 )
 
@@ -61,6 +62,25 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 		}
 		pub.emit(pub.event(in.Source, models.CategoryLLM, models.ActionToolCall, data))
 	}
+	mcpServer, isMCP := mcp.IsFunctionName(in.Call.Name)
+	isMCP = isMCP && a.MCP != nil
+	tool := telemetry.ToolCall{Agent: genAIAgent(in.Source, in.RunOptions.ThreadID), Name: in.Call.Name, CallID: in.ExecutionID, Arguments: in.Call.Arguments}
+	if isMCP {
+		tool.MCPServer = mcpServer
+	}
+	// One span per attempt, in the attempt: never repeated by a replay.
+	ctx, span := telemetry.StartTool(ctx, tool)
+	out, err := a.runTool(ctx, pub, in, isMCP, mcpServer)
+	if out != nil {
+		telemetry.EndTool(span, out.Content, out.IsError, err)
+	} else {
+		telemetry.EndTool(span, "", false, err)
+	}
+	return out, err
+}
+
+// runTool is RunTool's work, under its span.
+func (a *Activities) runTool(ctx context.Context, pub *publisher, in models.ToolInput, isMCP bool, mcpServer string) (*models.ToolOutput, error) {
 	callCtx, stop := a.heartbeat(ctx)
 	start := time.Now()
 	var (
@@ -68,8 +88,6 @@ func (a *Activities) RunTool(ctx context.Context, in models.ToolInput) (*models.
 		files   []tools.File
 		err     error
 	)
-	mcpServer, isMCP := mcp.IsFunctionName(in.Call.Name)
-	isMCP = isMCP && a.MCP != nil
 	if isMCP {
 		// A tenant's MCP tool (see mcp.FunctionName): its server answers.
 		var res tools.Result

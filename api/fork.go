@@ -187,7 +187,7 @@ func (r *Runs) Fork(ctx context.Context, run *store.Run, an *models.ForkAnalysis
 	}
 	start.TypedSearchAttributes = r.startSearchAttributes(h, tenant, run.PublicID)
 	_, err = r.Temporal.ExecuteWorkflow(ctx, start, models.RunWorkflowName, models.RunInput{
-		RunID: id, Task: run.Task, Hierarchy: *h, Options: r.runOptions(tenant, opts), OfflineAgents: offline, Previous: previous, Fork: seed,
+		RunID: id, Task: run.Task, Hierarchy: *h, Options: r.runOptions(tenant, opts, firstNonEmpty(fork.ThreadID, fork.PublicID, fork.ID)), OfflineAgents: offline, Previous: previous, Fork: seed,
 	})
 	if err != nil {
 		_ = r.Store.DeleteFork(context.WithoutCancel(ctx), id)

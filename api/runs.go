@@ -325,7 +325,7 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 		start.StaticDetails += fmt.Sprintf("\n\nFollows up run %s (thread %s).", previous.RunID, previous.ThreadID)
 	}
 	start.TypedSearchAttributes = r.startSearchAttributes(h, tenant, "")
-	_, err = r.Temporal.ExecuteWorkflow(ctx, start, models.RunWorkflowName, models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(tenant, opts), AnswerMessageID: opts.MessageID, OfflineAgents: offline, Previous: previous})
+	_, err = r.Temporal.ExecuteWorkflow(ctx, start, models.RunWorkflowName, models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(tenant, opts, firstNonEmpty(run.ThreadID, run.PublicID)), AnswerMessageID: opts.MessageID, OfflineAgents: offline, Previous: previous})
 	if err != nil {
 		_ = r.Store.DeleteRun(context.WithoutCancel(ctx), id)
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
@@ -384,9 +384,9 @@ func (r *Runs) previousInput(ctx context.Context, p *store.Run, thread string) (
 	return &models.PreviousRun{RunID: p.PublicID, ThreadID: thread, Status: p.Status, Context: models.PreviousRunContext(src, r.Options)}, nil
 }
 
-func (r *Runs) runOptions(tenant string, opts StartOptions) models.RunOptions {
+func (r *Runs) runOptions(tenant string, opts StartOptions, thread string) models.RunOptions {
 	o := r.Options
-	o.Tenant = tenant
+	o.Tenant, o.ThreadID = tenant, thread
 	if opts.MaxParallelTeams > 0 {
 		o.MaxParallelTeams = opts.MaxParallelTeams
 	}

@@ -298,7 +298,14 @@ func (e *testEnv) startWorker() {
 // environment variables (NAME=value) override the env's.
 func (e *testEnv) workerProcess(extra ...string) *exec.Cmd {
 	e.t.Helper()
-	cmd := exec.Command(executorBin, "serve", "-role", "worker")
+	return e.serveProcess("worker", extra...)
+}
+
+// serveProcess starts `executor serve -role <role>` as workerProcess does
+// (with role api or all, set HTTP_ADDR in extra).
+func (e *testEnv) serveProcess(role string, extra ...string) *exec.Cmd {
+	e.t.Helper()
+	cmd := exec.Command(executorBin, "serve", "-role", role)
 	cmd.Env = append(os.Environ(),
 		"TEMPORAL_ADDRESS="+e.cfg.TemporalAddress,
 		"TEMPORAL_TASK_QUEUE="+e.cfg.TaskQueue,

@@ -180,7 +180,8 @@ func (b *Bedrock) awsConfig(ctx context.Context) (aws.Config, error) {
 	if cfg.HTTPClient != nil {
 		hc = cfg.HTTPClient
 	}
-	cfg.HTTPClient = readOnlyBodyClient{next: hc}
+	// Traced: the provider's request is a span under the call's chat span.
+	cfg.HTTPClient = readOnlyBodyClient{next: newTracedDoer(hc)}
 	b.aws = &cfg
 	return cfg, nil
 }

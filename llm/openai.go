@@ -62,10 +62,8 @@ const streamKeepaliveLimit = 100000
 // NewOpenAICompatible builds a client for one provider.
 func NewOpenAICompatible(cfg ProviderConfig) *OpenAICompatible {
 	base := baseURLFor(cfg)
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
+	// Traced: the provider's request is a span under the call's chat span.
+	hc := tracedHTTPClient(cfg.HTTPClient)
 	key := cfg.Key
 	if key == nil {
 		key = NewKey(cfg.Name, cfg.APIKey)

@@ -88,7 +88,10 @@ type RunOptions struct {
 	// carry it with the options, and look sub-agents up in it. Empty in
 	// runs started before tenants, whose sub-agents are the default
 	// tenant's.
-	Tenant           string        `json:"tenant,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
+	// ThreadID is the run's thread (the public id of its first run), the
+	// gen_ai.conversation.id of its traces; empty in runs started before it.
+	ThreadID         string        `json:"thread_id,omitempty"`
 	LLMCallTimeout   time.Duration `json:"llm_call_timeout"`
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout"`
 	MaxAttempts      int32         `json:"max_attempts"`

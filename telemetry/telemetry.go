@@ -17,7 +17,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
-	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 	"go.temporal.io/sdk/interceptor"
 )
 
@@ -49,7 +48,7 @@ type Telemetry struct {
 	// Exporters names the trace exporters in use, for the start-up log.
 	Exporters []string
 
-	temporalTracing interceptor.Interceptor
+	temporalTracing []interceptor.Interceptor
 }
 
 // Setup builds the registry with every collector and, when the environment
@@ -84,21 +83,10 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("OpenTelemetry", "error", err) }))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(Propagator)
-	t.temporalTracing, err = temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{
-		Tracer:            tp.Tracer("temporal-sdk-go"),
-		TextMapPropagator: Propagator,
-		// Activities signal streamed events to their run every flush
-		// interval and the API's pollers query live runs every poll
-		// interval: traced, they would add hundreds of spans per LLM call
-		// and bury the run's shape (workflows, child workflows,
-		// activities).
-		DisableSignalTracing: true,
-		DisableQueryTracing:  true,
-	})
-	if err != nil {
-		_ = tp.Shutdown(ctx)
-		return nil, err
-	}
+	SetCaptureContent(parseBool(getenv(EnvCaptureContent)))
+	// The SDK's tracing interceptor, with a tracer whose workflow spans are
+	// replay-safe (temporaltrace.go), without signals, queries and updates.
+	t.temporalTracing = TemporalTracing(tp)
 	return t, nil
 }
 
@@ -128,7 +116,9 @@ func (t *Telemetry) ClientOptions(o *client.Options) {
 		o.MetricsHandler = t.Temporal.Handler
 	}
 	if t.temporalTracing != nil {
-		o.Interceptors = append(o.Interceptors, t.temporalTracing)
+		for _, i := range t.temporalTracing {
+			o.Interceptors = append(o.Interceptors, i)
+		}
 	}
 }
 

@@ -113,7 +113,8 @@ func newTracerProvider(ctx context.Context, getenv func(string) string, console 
 	}
 	// The sampler comes from OTEL_TRACES_SAMPLER (default: parent-based,
 	// always on), read by the SDK.
-	opts = append(opts, sdktrace.WithResource(res))
+	// Spans of workflow code get ids a replay derives again (IDGenerator).
+	opts = append(opts, sdktrace.WithResource(res), sdktrace.WithIDGenerator(IDGenerator{}))
 	return sdktrace.NewTracerProvider(opts...), used, nil
 }
 

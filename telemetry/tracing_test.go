@@ -89,8 +89,8 @@ func TestConsoleTracing(t *testing.T) {
 	}
 	var opts client.Options
 	tel.ClientOptions(&opts)
-	if len(opts.Interceptors) != 1 {
-		t.Fatalf("interceptors = %v, want the Temporal tracing interceptor", opts.Interceptors)
+	if len(opts.Interceptors) != 2 {
+		t.Fatalf("interceptors = %v, want the Temporal tracing interceptor and its return marker", opts.Interceptors)
 	}
 	_, span := tel.Tracing().Tracer("test").Start(t.Context(), "unit-of-work")
 	span.End()

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/telemetry"
 )
 
 // runSignaler appends events a child workflow produces itself (warnings,
@@ -124,7 +125,24 @@ type turnResult struct {
 // (a registry tool as its own activity, delegate as a child workflow) and
 // its result goes back to the model, up to the agent's iteration limit,
 // after which the model must answer without tools.
+//
+// With tracing on, the turn is an invoke_agent span (a replay-safe
+// telemetry.WorkflowSpan, emitted once when the turn ends) and the parent
+// of its activities' and sub-agents' spans. It adds no command, so runs in
+// flight replay as before.
 func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
+	agent := telemetry.Agent{Name: t.Source.AgentName, ID: t.Source.AgentID, Conversation: t.Options.ThreadID}
+	sctx, span := telemetry.StartWorkflowSpan(ctx, "invoke_agent:"+t.Source.AgentID+":"+t.MessageID, "invoke_agent "+t.Source.AgentName,
+		telemetry.AgentAttributes(agent, t.Options.ModelFor(t.Agent), t.Agent.Provider)...)
+	res, err := t.rounds(sctx)
+	// Not deferred: an evicted workflow's deferred calls run, and the span
+	// must not be emitted then.
+	span.End(ctx, err, telemetry.UsageAttributes(res.Usage.PromptTokens, res.Usage.CompletionTokens)...)
+	return res, err
+}
+
+// rounds is run's loop.
+func (t *agentTurn) rounds(ctx workflow.Context) (turnResult, error) {
 	var (
 		res        turnResult
 		transcript []models.ChatMessage

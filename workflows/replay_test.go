@@ -9,11 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.temporal.io/sdk/interceptor"
 	temporallog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/telemetry"
 	"github.com/op-stack/executor/worker"
 	"github.com/op-stack/executor/workflows"
 )
@@ -85,5 +90,38 @@ func TestHistoriesHoldNoSecrets(t *testing.T) {
 				t.Errorf("%s contains the key %s", f, secret)
 			}
 		}
+	}
+}
+
+// TestReplayEmitsNoSpans replays every recorded history with the service's
+// tracing interceptors (telemetry.TemporalTracing) and the GenAI workflow
+// spans on a recording tracer provider, as a worker does when it picks up
+// a run after another worker died: the replay exports no span (no
+// RunWorkflow, StartActivity or StartChildWorkflow span, no agent turn's
+// invoke_agent), since all of them were exported when the history was
+// made.
+func TestReplayEmitsNoSpans(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithIDGenerator(telemetry.IDGenerator{}))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	var interceptors []interceptor.WorkerInterceptor
+	for _, i := range telemetry.TemporalTracing(tp) {
+		interceptors = append(interceptors, i)
+	}
+	for _, f := range histories(t) {
+		r, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{Interceptors: interceptors})
+		if err != nil {
+			t.Fatal(err)
+		}
+		worker.RegisterWorkflows(r)
+		if err := r.ReplayWorkflowHistoryFromJSONFile(quiet, f); err != nil {
+			t.Fatalf("%s: replay with tracing: %v", f, err)
+		}
+		for _, s := range rec.Ended() {
+			t.Errorf("%s: the replay exported span %q", f, s.Name())
+		}
+		rec.Reset()
 	}
 }
