@@ -125,6 +125,9 @@ type turnResult struct {
 // its result goes back to the model, up to the agent's iteration limit,
 // after which the model must answer without tools.
 func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
+	if t.isA2AWorker(ctx) {
+		return t.runA2A(ctx)
+	}
 	var (
 		res        turnResult
 		transcript []models.ChatMessage
