@@ -140,7 +140,7 @@ func TestA2AWorker(t *testing.T) {
 		t.Fatalf("the searcher's reasoning is %q", got)
 	}
 	for _, m := range msgs {
-		if m.Event.Source.AgentID == "w-searcher" && m.Event.Event.Action == models.ActionStream && m.Event.Data["message_id"] == "" {
+		if id, _ := m.Event.Data["message_id"].(string); m.Event.Source.AgentID == "w-searcher" && m.Event.Event.Action == models.ActionStream && id == "" {
 			t.Fatalf("a streamed chunk without the answer's message_id: %+v", m.Event)
 		}
 	}
