@@ -23,8 +23,13 @@ import (
 // UNAVAILABLE).
 type a2aAgent struct {
 	cardURL string
+	port    int
+	env     []string
+	dir     string
+	t       *testing.T
 	mu      sync.Mutex
 	lines   []string
+	cmd     *exec.Cmd
 }
 
 // startA2AAgent runs the JS agent with env (NAME=value) and waits until it
@@ -54,19 +59,30 @@ func startA2AAgent(t *testing.T, env ...string) *a2aAgent {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
+	a := &a2aAgent{cardURL: fmt.Sprintf("http://127.0.0.1:%d/.well-known/agent-card.json", port), port: port, env: env, dir: dir, t: t}
+	a.start()
+	t.Cleanup(a.kill)
+	return a
+}
+
+// start runs the agent's process and waits until it listens.
+func (a *a2aAgent) start() {
+	a.t.Helper()
 	cmd := exec.Command("node", "a2a-agent.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), fmt.Sprintf("PORT=%d", port)), env...)
+	cmd.Dir = a.dir
+	cmd.Env = append(append(os.Environ(), fmt.Sprintf("PORT=%d", a.port)), a.env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		a.t.Fatal(err)
 	}
+	listening := len(a.saw("LISTENING"))
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		a.t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	a := &a2aAgent{cardURL: fmt.Sprintf("http://127.0.0.1:%d/.well-known/agent-card.json", port)}
+	a.mu.Lock()
+	a.cmd = cmd
+	a.mu.Unlock()
 	go func() {
 		s := bufio.NewScanner(out)
 		for s.Scan() {
@@ -75,8 +91,19 @@ func startA2AAgent(t *testing.T, env ...string) *a2aAgent {
 			a.mu.Unlock()
 		}
 	}()
-	waitFor(t, 30*time.Second, "the A2A agent to listen", func() bool { return len(a.saw("LISTENING")) > 0 })
-	return a
+	waitFor(a.t, 30*time.Second, "the A2A agent to listen", func() bool { return len(a.saw("LISTENING")) > listening })
+}
+
+// kill stops the agent at once (SIGKILL, as a crash would).
+func (a *a2aAgent) kill() {
+	a.mu.Lock()
+	cmd := a.cmd
+	a.cmd = nil
+	a.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
 }
 
 // saw is the agent's printed lines that start with prefix, without it.
@@ -227,5 +254,39 @@ func TestA2AWorkerFailures(t *testing.T) {
 	status, env := guarded.post("/hierarchies/create", remoteSearcher("file:///etc/passwd"))
 	if status != http.StatusBadRequest || !strings.Contains(env.Message, "teams[0].workers[0].a2a.card_url") {
 		t.Fatalf("bad card_url: %d %s", status, env.Message)
+	}
+}
+
+// TestA2AWorkerAgentRestarted: the agent's process is killed while it
+// streams the searcher's answer and started again on the same port; the
+// cut stream is a transport failure, the activity is retried against the
+// new process, and the run completes with the whole answer, the retry
+// announced on the stream.
+func TestA2AWorkerAgentRestarted(t *testing.T) {
+	agent := startA2AAgent(t, "CHUNK_DELAY_MS=700")
+	e := newEnv(t, referenceRules(nil), withConfig(allowA2APrivate))
+	id := e.startRun(e.createHierarchy(remoteSearcher(agent.cardURL)), "explain tunnelling")
+	waitFor(t, 30*time.Second, "the remote task", func() bool { return len(agent.saw("EXECUTE ")) > 0 })
+	time.Sleep(time.Second) // the first chunk has streamed
+	agent.kill()
+	agent.start()
+	if v := e.waitRun(id, time.Minute); v.Status != models.RunCompleted {
+		t.Fatalf("run %s: %s", v.Status, v.Error)
+	}
+	if x := agent.saw("EXECUTE "); len(x) != 2 {
+		t.Fatalf("tasks %v, want the killed one and its retry", x)
+	}
+	msgs := e.streamAll(id)
+	last := 0
+	for i, m := range msgs {
+		if m.Event.Source.AgentID == "w-searcher" && m.Event.Event.Action == models.ActionRetry {
+			last = i
+		}
+	}
+	if last == 0 {
+		t.Fatal("no llm.retry for the searcher on the stream")
+	}
+	if got := agentText(msgs[last:], "w-searcher", models.ActionStream); got != "echo: find papers" {
+		t.Fatalf("the searcher's text after the retry is %q", got)
 	}
 }

@@ -8,7 +8,8 @@
 //     after a working status message, then completes.
 // Environment: PORT (required); STREAMING=false makes the card say the
 // agent does not stream; FAIL_FIRST=<n> answers the first n JSON-RPC
-// requests with 503 (a flaky agent). It prints one line per thing the test
+// requests with 503 (a flaky agent); CHUNK_DELAY_MS (default 30) is the
+// pause before each chunk. It prints one line per thing the test
 // watches: "LISTENING", "EXECUTE <taskId> <contextId>", "CANCEL <taskId>",
 // "UNAVAILABLE <n>".
 import express from 'express';
@@ -19,6 +20,7 @@ import { Role, TaskState } from '@a2a-js/sdk';
 const port = Number(process.env.PORT);
 const streaming = process.env.STREAMING !== 'false';
 let failFirst = Number(process.env.FAIL_FIRST || 0);
+const chunkDelay = Number(process.env.CHUNK_DELAY_MS || 30);
 
 const card = {
   name: 'echo-agent',
@@ -79,7 +81,7 @@ class EchoExecutor {
     const chunks = [answer.slice(0, third), answer.slice(third, 2 * third), answer.slice(2 * third)];
     const artifactId = crypto.randomUUID();
     for (let i = 0; i < chunks.length; i++) {
-      await sleep(30);
+      await sleep(chunkDelay);
       bus.publish(AgentEvent.artifactUpdate({
         taskId, contextId, append: i > 0, lastChunk: i === chunks.length - 1, metadata: undefined,
         artifact: { artifactId, name: 'answer', description: '', parts: [text(chunks[i])], metadata: undefined, extensions: [] },
