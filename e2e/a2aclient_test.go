@@ -290,3 +290,22 @@ func TestA2AWorkerAgentRestarted(t *testing.T) {
 		t.Fatalf("the searcher's text after the retry is %q", got)
 	}
 }
+
+// TestA2AWorkerTeamCancelled: cancelling the remote worker's team
+// (runs/teams/cancel) cancels its remote task too, and the run goes on
+// without the team.
+func TestA2AWorkerTeamCancelled(t *testing.T) {
+	agent := startA2AAgent(t)
+	e := newEnv(t, referenceRules(nil), withConfig(allowA2APrivate))
+	id := e.startRun(e.createHierarchy(remoteSearcher(agent.cardURL)), "HANG until cancelled")
+	waitFor(t, 30*time.Second, "the remote task", func() bool { return len(agent.saw("EXECUTE ")) > 0 })
+	task := strings.Fields(agent.saw("EXECUTE ")[0])[0]
+	e.mustPost("/runs/teams/cancel", map[string]any{"id": id, "team_name": "research", "reason": "enough"}, nil)
+	waitFor(t, 30*time.Second, "the remote cancelTask", func() bool {
+		c := agent.saw("CANCEL ")
+		return len(c) == 1 && c[0] == task
+	})
+	if v := e.waitRun(id, time.Minute); v.Status != models.RunCompleted {
+		t.Fatalf("run %s: %s", v.Status, v.Error)
+	}
+}
