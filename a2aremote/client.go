@@ -158,6 +158,11 @@ func (c *Client) Call(ctx context.Context, req Request, onUpdate func(Update)) (
 	}
 	headers := map[string]string{}
 	for h, env := range req.Agent.HeadersEnv {
+		if !models.A2AHeaderEnvAllowed(env) {
+			// Validation refuses such a hierarchy; checked here too, since
+			// this is where the value would leave the process.
+			return nil, &Error{Kind: KindRefused, Message: fmt.Sprintf("header %s: environment variable %s may not be sent to a remote agent (only %s<NAME>)", h, env, models.A2AHeaderEnvPrefix)}
+		}
 		v, ok := lookup(env)
 		if !ok {
 			return nil, &Error{Kind: KindRefused, Message: fmt.Sprintf("environment variable %s (header %s) is not set on this worker", env, h)}

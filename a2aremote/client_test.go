@@ -213,16 +213,21 @@ func TestCallCardStatus(t *testing.T) {
 
 func TestCallHeadersFromTheEnvironment(t *testing.T) {
 	f := startFake(t, true, completes)
-	agent := models.A2AAgent{CardURL: f.url, HeadersEnv: map[string]string{"X-Agent-Key": "AGENT_KEY"}}
+	agent := models.A2AAgent{CardURL: f.url, HeadersEnv: map[string]string{"X-Agent-Key": "A2A_HEADER_AGENT_KEY"}}
 	env := map[string]string{}
 	c := New(Config{AllowPrivate: true, LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	_, _, err := call(t, c, agent, "hi")
-	if kindOf(err) != KindRefused || !strings.Contains(err.Error(), "AGENT_KEY") {
+	if kindOf(err) != KindRefused || !strings.Contains(err.Error(), "A2A_HEADER_AGENT_KEY") {
 		t.Fatalf("error %v, want the missing variable named", err)
 	}
-	env["AGENT_KEY"] = "s3cret"
+	env["A2A_HEADER_AGENT_KEY"] = "s3cret"
 	if _, _, err := call(t, c, agent, "hi"); err != nil {
 		t.Fatal(err)
+	}
+	// A variable without the prefix is never read, even when set.
+	env["DATABASE_URL"] = "postgres://secret"
+	if _, _, err := call(t, c, models.A2AAgent{CardURL: f.url, HeadersEnv: map[string]string{"X-Agent-Key": "DATABASE_URL"}}, "hi"); kindOf(err) != KindRefused {
+		t.Fatalf("DATABASE_URL as a header: %v", err)
 	}
 	if len(f.headers) < 2 {
 		t.Fatalf("requests %v", f.headers)

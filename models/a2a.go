@@ -19,8 +19,8 @@ type A2AAgent struct {
 	CardURL string `json:"card_url"`
 	// HeadersEnv maps a header sent with every request to the agent (its
 	// card included) to the environment variable of the worker process
-	// holding its value: the secret never enters the hierarchy, a run's
-	// input or its history.
+	// holding its value (named A2A_HEADER_…, see A2AHeaderEnvPrefix): the
+	// secret never enters the hierarchy, a run's input or its history.
 	HeadersEnv map[string]string `json:"headers_env,omitempty"`
 }
 
@@ -28,6 +28,19 @@ var (
 	a2aEnvNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 	a2aHeaderNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 )
+
+// A2AHeaderEnvPrefix starts the name of every environment variable a
+// worker's headers_env may read. The tenant who writes a hierarchy chooses
+// the agent's URL: without the prefix it could have any variable of the
+// worker process (a provider's key, the database's password) sent to a
+// host of its own. The operator puts the values meant for remote agents,
+// and only those, in variables with this prefix.
+const A2AHeaderEnvPrefix = "A2A_HEADER_"
+
+// A2AHeaderEnvAllowed reports whether headers_env may name variable env.
+func A2AHeaderEnvAllowed(env string) bool {
+	return a2aEnvNameRE.MatchString(env) && strings.HasPrefix(env, A2AHeaderEnvPrefix) && len(env) > len(A2AHeaderEnvPrefix)
+}
 
 // MaxA2ACardURLLength bounds an a2a.card_url.
 const MaxA2ACardURLLength = 2048
@@ -56,6 +69,9 @@ func validateA2A(field string, a *A2AAgent) error {
 		}
 		if !a2aEnvNameRE.MatchString(env) {
 			return FieldError(field+".headers_env", "%q (header %s) is not an environment variable name", env, h)
+		}
+		if !A2AHeaderEnvAllowed(env) {
+			return FieldError(field+".headers_env", "%q (header %s): only variables named %s<NAME> may be sent to a remote agent", env, h, A2AHeaderEnvPrefix)
 		}
 	}
 	return nil

@@ -14,7 +14,7 @@ func a2aHierarchy(worker Agent) *Hierarchy {
 // TestValidateA2A: a worker's a2a settings are checked, and errors name
 // the field; supervisors cannot be remote agents.
 func TestValidateA2A(t *testing.T) {
-	ok := a2aHierarchy(Agent{Name: "remote", A2A: &A2AAgent{CardURL: " https://agents.example.com/.well-known/agent-card.json ", HeadersEnv: map[string]string{"Authorization": "AGENT_TOKEN"}}})
+	ok := a2aHierarchy(Agent{Name: "remote", A2A: &A2AAgent{CardURL: " https://agents.example.com/.well-known/agent-card.json ", HeadersEnv: map[string]string{"Authorization": "A2A_HEADER_AGENT_TOKEN"}}})
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -32,6 +32,10 @@ func TestValidateA2A(t *testing.T) {
 		{A2AAgent{CardURL: "https://u:p@x/card"}, "teams[0].workers[0].a2a.card_url", "credentials"},
 		{A2AAgent{CardURL: "https://x/card", HeadersEnv: map[string]string{"Bad Header": "X"}}, "teams[0].workers[0].a2a.headers_env", "not a header name"},
 		{A2AAgent{CardURL: "https://x/card", HeadersEnv: map[string]string{"X-Key": "1BAD"}}, "teams[0].workers[0].a2a.headers_env", "not an environment variable name"},
+		// Any other variable of the worker could be sent to a host the
+		// tenant chose: a provider's key, the database's password.
+		{A2AAgent{CardURL: "https://x/card", HeadersEnv: map[string]string{"Authorization": "OPENAI_API_KEY"}}, "teams[0].workers[0].a2a.headers_env", "only variables named A2A_HEADER_<NAME>"},
+		{A2AAgent{CardURL: "https://x/card", HeadersEnv: map[string]string{"Authorization": "A2A_HEADER_"}}, "teams[0].workers[0].a2a.headers_env", "only variables named A2A_HEADER_<NAME>"},
 	} {
 		a := tc.a2a
 		err := a2aHierarchy(Agent{Name: "remote", A2A: &a}).Validate()
