@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -126,18 +127,23 @@ type Update struct {
 	Progress string
 }
 
-// headerTransport adds the agent's headers to every request and records
-// the last response's status, by which failures are told apart.
+// headerTransport adds the agent's headers to every request for one of
+// hosts (the card's, then the interfaces' the card lists), never to
+// another host a redirect leads to, and records the last response's
+// status, by which failures are told apart.
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
+	hosts   map[string]bool
 	status  int
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
-	for k, v := range t.headers {
-		req.Header.Set(k, v)
+	if t.hosts[req.URL.Host] {
+		for k, v := range t.headers {
+			req.Header.Set(k, v)
+		}
 	}
 	resp, err := t.base.RoundTrip(req)
 	if resp != nil {
@@ -169,7 +175,10 @@ func (c *Client) Call(ctx context.Context, req Request, onUpdate func(Update)) (
 		}
 		headers[h] = v
 	}
-	ht := &headerTransport{base: c.transport, headers: headers}
+	ht := &headerTransport{base: c.transport, headers: headers, hosts: map[string]bool{}}
+	if u, err := url.Parse(req.Agent.CardURL); err == nil {
+		ht.hosts[u.Host] = true
+	}
 	hc := &http.Client{Transport: ht, CheckRedirect: checkRedirect}
 
 	card, err := c.fetchCard(ctx, hc, ht, req.Agent.CardURL)
@@ -177,9 +186,17 @@ func (c *Client) Call(ctx context.Context, req Request, onUpdate func(Update)) (
 		return nil, err
 	}
 	for _, iface := range card.SupportedInterfaces {
-		if iface != nil && !strings.HasPrefix(iface.URL, "http://") && !strings.HasPrefix(iface.URL, "https://") &&
+		if iface == nil {
+			continue
+		}
+		if !strings.HasPrefix(iface.URL, "http://") && !strings.HasPrefix(iface.URL, "https://") &&
 			iface.ProtocolBinding != a2a.TransportProtocolGRPC {
 			return nil, &Error{Kind: KindRefused, Message: fmt.Sprintf("agent card %s: interface URL %q is not http or https", req.Agent.CardURL, iface.URL)}
+		}
+		if u, err := url.Parse(iface.URL); err == nil {
+			// The card names where the agent is: its endpoints get the
+			// headers too.
+			ht.hosts[u.Host] = true
 		}
 	}
 	// JSON-RPC and HTTP+JSON only: both go through hc, so through the

@@ -261,3 +261,33 @@ func TestCallCancelledCancelsTheRemoteTask(t *testing.T) {
 		t.Fatalf("remote cancellations %v, want one", f.cancelled)
 	}
 }
+
+// TestCallHeadersStayWithTheAgent: a card URL that redirects to another
+// host is followed (under the guard), but the agent's headers are not
+// sent there.
+func TestCallHeadersStayWithTheAgent(t *testing.T) {
+	f := startFake(t, true, completes)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.headers = append(f.headers, "other:"+r.Header.Get("X-Agent-Key"))
+		f.mu.Unlock()
+		http.Redirect(w, r, f.url, http.StatusFound)
+	}))
+	t.Cleanup(other.Close)
+	c := New(Config{AllowPrivate: true, LookupEnv: func(string) (string, bool) { return "s3cret", true }})
+	// The card is asked of other, which redirects to the agent's host
+	// (127.0.0.1 under another port: another host).
+	if _, _, err := call(t, c, models.A2AAgent{CardURL: other.URL + "/card", HeadersEnv: map[string]string{"X-Agent-Key": "A2A_HEADER_KEY"}}, "hi"); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.headers) < 3 || f.headers[0] != "other:s3cret" || f.headers[1] != "" {
+		t.Fatalf("headers seen %q: want the key at the card's host only, then none at the redirect's host", f.headers)
+	}
+	for _, h := range f.headers[2:] {
+		if h != "s3cret" {
+			t.Fatalf("headers seen %q: the card's interface (on the agent's host) gets the key", f.headers)
+		}
+	}
+}
