@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 
+	"github.com/op-stack/executor/a2aremote"
 	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/mcp"
 	"github.com/op-stack/executor/models"
@@ -39,7 +40,10 @@ type Activities struct {
 	Tools ToolRunner
 	// MCP offers and runs the tenants' MCP tools (agents' "mcp:" tool
 	// keys); nil offers none.
-	MCP    *mcp.Toolbox
+	MCP *mcp.Toolbox
+	// A2A calls the remote A2A agents of workers that name one (their
+	// "a2a" setting); nil refuses such workers' turns.
+	A2A    *a2aremote.Client
 	Events EventSink
 	Log    *slog.Logger
 	// HeartbeatInterval is how often a running LLM call heartbeats, so a

@@ -37,6 +37,9 @@ type agentInput struct {
 	LLMConfig  *llmConfigInput `json:"llm_config"`
 	// FallbackModels (issue 15) may also be given in llm_config.
 	FallbackModels []string `json:"fallback_models"`
+	// A2A makes a worker a remote A2A agent (issue 25); on a supervisor it
+	// is refused by validation, naming the field.
+	A2A *models.A2AAgent `json:"a2a"`
 	approvalConfig
 }
 
@@ -158,6 +161,7 @@ func (in *agentInput) toModel(field string, worker bool) (models.Agent, error) {
 		Timeout:        in.Timeout,
 		UserPrompt:     in.UserPrompt,
 		FallbackModels: models.CleanModels(in.FallbackModels),
+		A2A:            in.A2A,
 	}
 	if n := in.MaxIterations; n != nil && (*n < 1 || *n > models.MaxAgentIterations) {
 		return a, models.FieldError(field+".max_iterations", "must be between 1 and %d (omit it for the default), got %d", models.MaxAgentIterations, *n)

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/op-stack/executor/a2aremote"
 	"github.com/op-stack/executor/activities"
 	"github.com/op-stack/executor/api"
 	"github.com/op-stack/executor/auth"
@@ -212,6 +213,7 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 		LLM:               router,
 		Tools:             NewTools(cfg),
 		MCP:               NewMCPToolbox(cfg, st),
+		A2A:               a2aremote.New(a2aremote.Config{AllowPrivate: cfg.A2AAllowPrivate || cfg.ToolsHTTPAllowPrivate}),
 		Events:            activities.SignalSink{Client: tc},
 		Log:               log,
 		HeartbeatInterval: heartbeatInterval(cfg.LLMHeartbeatTimeout),

@@ -135,6 +135,9 @@ type Config struct {
 	MCPSecretKey     []byte
 	MCPAllowPrivate  bool
 	MCPStdioCommands []string
+	// A2AAllowPrivate opens private addresses to remote A2A agents
+	// (workers with an "a2a" setting; docs/a2a-client.md).
+	A2AAllowPrivate bool
 	// ArtifactMaxBytes bounds one file an agent produces and
 	// ArtifactRunMaxBytes the sum of a run's files (docs/results.md,
 	// Artifacts): larger ones are not stored.
@@ -361,6 +364,7 @@ var vars = []Var{
 	}},
 	{"MCP_ALLOW_PRIVATE", "false", "Let MCP servers sit on loopback, private, link-local and CGNAT addresses and the host's own addresses (off: refused on every connection, redirects included; `TOOLS_HTTP_ALLOW_PRIVATE` also opens them, together with `http_get`'s).", boolVar(func(c *Config, b bool) { c.MCPAllowPrivate = b })},
 	{"MCP_STDIO_COMMANDS", "", "Programs a stdio MCP server may run on the workers, comma-separated, compared with the server's `command[0]` exactly (e.g. `npx,/opt/mcp/bin/tracker`). Empty: no stdio servers.", func(c *Config, v string) error { c.MCPStdioCommands = splitList(v); return nil }},
+	{"A2A_ALLOW_PRIVATE", "false", "Let remote A2A agents (workers with `a2a.card_url`) sit on loopback, private, link-local and CGNAT addresses and the host's own addresses, for their card and their endpoints (off: refused on every connection, redirects included; `TOOLS_HTTP_ALLOW_PRIVATE` also opens them).", boolVar(func(c *Config, b bool) { c.A2AAllowPrivate = b })},
 	{"ARTIFACT_MAX_BYTES", "10485760", "Largest file an agent may produce (declared in its answer, or returned by a tool); a larger one is not stored and a `system.warning` with `ARTIFACT_TOO_LARGE` says so.", intVar(func(c *Config, n int) { c.ArtifactMaxBytes = int64(n) })},
 	{"ARTIFACT_RUN_MAX_BYTES", "104857600", "Most bytes of files one run may store, over all its agents; a file that would go over is not stored (`ARTIFACT_TOO_LARGE`).", intVar(func(c *Config, n int) { c.ArtifactRunMaxBytes = int64(n) })},
 	{"TOOL_CALL_TIMEOUT", "2m", "Longest one tool call (one attempt of its activity) may take; a call that times out on every attempt is an error result for the model (the agent goes on).", durationVar(func(c *Config, d time.Duration) { c.ToolCallTimeout = d })},

@@ -224,6 +224,19 @@ func TestRecordReplayHistories(t *testing.T) {
 		}
 		e.exportRun(t, id, dir("mcpapproval"))
 	})
+	t.Run("a2a", func(t *testing.T) {
+		// The searcher is a remote A2A agent on the real @a2a-js/sdk
+		// server (change a2a-workers), whose first JSON-RPC request is
+		// answered 503, so the CallA2A activity is retried; record it
+		// alone with -run 'TestRecordReplayHistories/a2a$'.
+		agent := startA2AAgent(t, "FAIL_FIRST=1")
+		e := newEnv(t, referenceRules(nil), withConfig(allowA2APrivate))
+		id := e.startRun(e.createHierarchy(remoteSearcher(agent.cardURL)), "record a2a")
+		if v := e.waitRun(id, time.Minute); v.Status != models.RunCompleted || len(agent.saw("UNAVAILABLE ")) != 1 {
+			t.Fatalf("run %s, 503s %v", v.Status, agent.saw("UNAVAILABLE "))
+		}
+		e.exportRun(t, id, dir("a2a"))
+	})
 	t.Run("retry", func(t *testing.T) {
 		full := strings.Repeat("complete ", 20)
 		e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-WRITER": {{Content: full, DropAfterChunks: 6}, {Content: full}}}))

@@ -174,6 +174,7 @@ func AllFailureTypes() []string {
 		ErrSteerRefused, ErrTeamNotRunning, ErrUnknownTeam, ErrUnknownAgent,
 		ErrApprovalRefused, ErrApprovalUnknown, ErrPauseRefused,
 		CodeExecutionTimeout.Name, CodeBudgetExceeded.Name,
+		ErrA2ATaskFailed, ErrA2ARefused, ErrA2AUnavailable,
 	}
 }
 

@@ -77,6 +77,9 @@ type Agent struct {
 	// ("approve" or "reject", the default) when it runs out.
 	ApprovalTimeout int    `json:"approval_timeout,omitempty"`
 	ApprovalDefault string `json:"approval_default,omitempty"`
+	// A2A makes a worker a remote A2A agent: its turn calls that agent
+	// instead of a model (see A2AAgent). Only workers may have it.
+	A2A *A2AAgent `json:"a2a,omitempty"`
 }
 
 // Team is a team supervisor with its workers.
@@ -219,6 +222,9 @@ func (h *Hierarchy) Validate() error {
 	if err := validateAgent("global_supervisor_agent", &h.GlobalSupervisor, seenIDs); err != nil {
 		return err
 	}
+	if h.GlobalSupervisor.A2A != nil {
+		return FieldError("global_supervisor_agent.a2a", "only workers can be remote A2A agents")
+	}
 	teamNames, teamIDs := map[string]bool{}, map[string]bool{}
 	for i := range h.Teams {
 		t := &h.Teams[i]
@@ -240,6 +246,9 @@ func (h *Hierarchy) Validate() error {
 		if err := validateAgent(field+".team_supervisor_agent", &t.Supervisor, seenIDs); err != nil {
 			return err
 		}
+		if t.Supervisor.A2A != nil {
+			return FieldError(field+".team_supervisor_agent.a2a", "only workers can be remote A2A agents")
+		}
 		if len(t.Workers) == 0 {
 			return FieldError(field+".workers", "team %q needs at least one worker", t.Name)
 		}
@@ -256,6 +265,11 @@ func (h *Hierarchy) Validate() error {
 			workerNames[w.Name] = true
 			if err := validateAgent(wfield, w, seenIDs); err != nil {
 				return err
+			}
+			if w.A2A != nil {
+				if err := validateA2A(wfield+".a2a", w.A2A); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -57,6 +57,8 @@ type agentSettings struct {
 	// Budget is the hierarchy's default budget, in its global
 	// supervisor's settings (issue 15), so no column is needed.
 	Budget *models.Budget `json:"budget,omitempty"`
+	// A2A: a worker that is a remote A2A agent (issue 25).
+	A2A *models.A2AAgent `json:"a2a,omitempty"`
 }
 
 func settingsOf(a models.Agent, supervisor bool) string {
@@ -66,7 +68,7 @@ func settingsOf(a models.Agent, supervisor bool) string {
 func settingsJSON(a models.Agent, supervisor bool, budget *models.Budget) string {
 	st := agentSettings{Budget: budget, Provider: a.Provider, BaseURL: a.BaseURL, Region: a.Region, Timeout: a.Timeout, UserPrompt: a.UserPrompt,
 		RequiresApproval: a.RequiresApproval, ApprovalTools: a.ApprovalTools, ApprovalTimeout: a.ApprovalTimeout, ApprovalDefault: a.ApprovalDefault,
-		FallbackModels: a.FallbackModels}
+		FallbackModels: a.FallbackModels, A2A: a.A2A}
 	if supervisor {
 		st.MaxIterations = a.MaxIterations
 	}
@@ -83,7 +85,7 @@ func applySettings(a *models.Agent, raw string, supervisor bool) error {
 	}
 	a.Provider, a.BaseURL, a.Region, a.Timeout, a.UserPrompt = st.Provider, st.BaseURL, st.Region, st.Timeout, st.UserPrompt
 	a.RequiresApproval, a.ApprovalTools, a.ApprovalTimeout, a.ApprovalDefault = st.RequiresApproval, st.ApprovalTools, st.ApprovalTimeout, st.ApprovalDefault
-	a.FallbackModels = st.FallbackModels
+	a.FallbackModels, a.A2A = st.FallbackModels, st.A2A
 	if supervisor {
 		a.MaxIterations = st.MaxIterations
 	}

@@ -141,8 +141,11 @@ func (t *agentTurn) run(ctx workflow.Context) (turnResult, error) {
 	return res, err
 }
 
-// rounds is run's loop.
+// rounds is run's loop; a remote A2A worker's turn is one call instead.
 func (t *agentTurn) rounds(ctx workflow.Context) (turnResult, error) {
+	if t.isA2AWorker(ctx) {
+		return t.runA2A(ctx)
+	}
 	var (
 		res        turnResult
 		transcript []models.ChatMessage

@@ -191,6 +191,8 @@ const (
 	// with an error result. It ran at once. Asked only at such a call, so
 	// only runs that meet one carry the marker.
 	changeMCPApprovals = "mcp-approval-gates"
+	// changeA2AWorkers (a2a.go): a worker naming a remote A2A agent is
+	// called by the CallA2A activity. Asked only at such a worker's turn.
 )
 
 // recordFieldChanges asks, once at the start of a run's execution, for the

@@ -39,7 +39,8 @@ func histories(t *testing.T) []string {
 
 // TestReplayHistories replays every recorded history (sequential, parallel,
 // failed, cancelled, retried and tool-using runs, MCP calls and MCP
-// approvals (mcp-i24, mcpapproval-i24), their team turns and
+// approvals (mcp-i24, mcpapproval-i24), a remote A2A worker retried once
+// (a2a-i25), their team turns and
 // sub-agents) against the current workflow code: a change that would break
 // runs in flight fails here.
 func TestReplayHistories(t *testing.T) {
