@@ -31,6 +31,7 @@ package a2aserve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +43,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/op-stack/executor/client"
+	"github.com/op-stack/executor/models"
 )
 
 // ResumeHeader is the HTTP header a SubscribeToTask request names the
@@ -131,15 +133,17 @@ func (s *Server) client(r *http.Request) *client.Client {
 	return c
 }
 
-// writeAPIError answers a card request the API refused with the API's
-// status and a plain message.
+// writeAPIError answers a card request the API refused as the API did:
+// its status and contract 002's error body.
 func writeAPIError(w http.ResponseWriter, err error) {
-	status := http.StatusInternalServerError
 	var apiErr *client.APIError
-	if errors.As(err, &apiErr) && apiErr.Status != 0 {
-		status = apiErr.Status
+	if !errors.As(err, &apiErr) || apiErr.Status == 0 {
+		c := models.CodeSystemError
+		apiErr = &client.APIError{Status: c.HTTPStatus, Code: c.Numeric, ErrorCode: c.Name, Message: err.Error()}
 	}
-	http.Error(w, err.Error(), status)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(apiErr.Status)
+	_ = json.NewEncoder(w).Encode(apiErr)
 }
 
 // a2aError maps an executor API error onto A2A's: not found (another
