@@ -54,6 +54,8 @@ var rules = []rule{
 		Why: "templating imports nothing of the module but models"},
 	{From: "workflows", Forbidden: anyOf("store", "llm", "api", "templating"),
 		Why: "workflow code reaches the world only through activities"},
+	{From: "a2aserve", Transitive: true, Forbidden: func(rel string) bool { return rel != "client" && rel != "models" },
+		Why: "the A2A server speaks to the service only through its API (client, in-process), so the API's access control is its own"},
 }
 
 // graph maps a package of the module (relative path, "" for the root) to
