@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -324,6 +325,37 @@ func TestA2AServer(t *testing.T) {
 	}
 	if status, body := rpc(keyA, "ListTasks", map[string]any{"status": "TASK_STATE_BOGUS"}); status != http.StatusOK || !strings.Contains(body, "-32602") {
 		t.Errorf("ListTasks with an unknown state: %d %s", status, body)
+	}
+	// Refusals in A2A's words: a message to an ended task (-32004), an
+	// unknown context (-32602), a resume point that is no sequence.
+	msg := func(extra map[string]any) map[string]any {
+		m := map[string]any{"messageId": "m2", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "more"}}}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return map[string]any{"message": m}
+	}
+	if status, body := rpc(keyA, "SendMessage", msg(map[string]any{"taskId": out.First.ID})); status != http.StatusOK || !strings.Contains(body, "-32004") || !strings.Contains(body, "contextId") {
+		t.Errorf("message to an ended task: %d %s", status, body)
+	}
+	if status, body := rpc(keyA, "SendMessage", msg(map[string]any{"contextId": "no-such-thread"})); status != http.StatusOK || !strings.Contains(body, "-32602") {
+		t.Errorf("message with an unknown context: %d %s", status, body)
+	}
+	{
+		raw, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "SubscribeToTask", "params": map[string]any{"id": out.First.ID}})
+		req, _ := http.NewRequest(http.MethodPost, e.rootURL()+"/a2a/"+h.ID, bytes.NewReader(raw))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+keyA)
+		req.Header.Set("Last-Event-ID", "x")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), "-32602") || !strings.Contains(string(body), "Last-Event-ID") {
+			t.Errorf("SubscribeToTask with Last-Event-ID x: %d %s", resp.StatusCode, body)
+		}
 	}
 	if status, _ := rpc("", "GetTask", map[string]any{"id": out.First.ID}); status != http.StatusUnauthorized {
 		t.Errorf("GetTask without a key: %d", status)
