@@ -191,7 +191,7 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 		if v := strings.TrimSpace(h.resumeAfter); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 {
-				yield(nil, a2a.NewError(a2a.ErrInvalidParams, ResumeHeader+" must be an event sequence (metadata.sequence of a streamed event), got "+strconv.Quote(v)))
+				yield(nil, a2a.NewError(a2a.ErrInvalidParams, ResumeHeader+" must be the sequence of a streamed event (its metadata.sequence; the SSE id field is the transport's own, not a resume point), got "+strconv.Quote(v)))
 				return
 			}
 			after = n
