@@ -46,7 +46,7 @@ var slowAnswer = strings.Repeat("slow ", 48)
 func a2aRules() []llmfake.Rule {
 	var rules []llmfake.Rule
 	for _, prefix := range []string{"A2A", "GATE"} {
-		for _, task := range []string{"SECOND TASK", "SLOW TASK", "FIRST TASK", "STREAMED TASK", "GATED TASK", "OTHER TASK"} {
+		for _, task := range []string{"SECOND TASK", "SLOW TASK", "FIRST TASK", "STREAMED TASK", "GATED TASK", "GATED TWO TASK", "OTHER TASK"} {
 			instruction := "write"
 			if task == "SLOW TASK" {
 				instruction = "write slowly"
@@ -79,14 +79,14 @@ type a2aOut struct {
 		Push      bool     `json:"push"`
 		Schemes   []string `json:"schemes"`
 	} `json:"card"`
-	First, Second, Got, Cancelled, Gated, Approved a2aTask
-	Streamed, SlowBefore, SlowAfter                []a2aEvent
-	SlowResumeAfter                                int64
-	Listed                                         []a2aTask
-	Thread                                         []string
-	CancelAgain, Push, OtherCard, OtherGet         *string
-	OtherSend                                      *string
-	OtherList                                      int
+	First, Second, Got, Cancelled, Gated, Approved, Gated2 a2aTask
+	Streamed, SlowBefore, SlowAfter, ApprovedStream        []a2aEvent
+	SlowResumeAfter                                        int64
+	Listed                                                 []a2aTask
+	Thread                                                 []string
+	CancelAgain, Push, OtherCard, OtherGet                 *string
+	OtherSend                                              *string
+	OtherList                                              int
 }
 
 type a2aTask struct {
@@ -292,6 +292,29 @@ func TestA2AServer(t *testing.T) {
 
 	// Push notifications: the SDK reports the refusal in its own words;
 	// the server's message names the reason.
+	// The streamed answer: the task (working), then only events after the
+	// approval's resolution, the worker's answer among them, to the end.
+	var resolvedAt int64
+	for _, ev := range e.storedEvents(out.Gated2.ID) {
+		if ev.Event.Category == models.CategoryApproval && ev.Event.Action == models.ActionResolved {
+			resolvedAt = ev.Sequence
+		}
+	}
+	as := out.ApprovedStream
+	var worker string
+	for _, ev := range as {
+		if ev.Seq != 0 && ev.Seq <= resolvedAt {
+			t.Errorf("streamed answer repeats event %d (the approval resolved at %d)", ev.Seq, resolvedAt)
+		}
+		if ev.Kind == "artifact" && ev.AgentID == "w-gate" {
+			worker += ev.Text
+		}
+	}
+	if out.Gated2.State != "TASK_STATE_INPUT_REQUIRED" || resolvedAt == 0 || len(as) < 3 || as[0].Kind != "task" || as[0].State != "TASK_STATE_WORKING" ||
+		worker != "worker output CHARLIE" || as[len(as)-1].State != "TASK_STATE_COMPLETED" {
+		t.Errorf("gated2 %+v; streamed answer %+v", out.Gated2, as)
+	}
+
 	if out.Push == nil || !strings.Contains(*out.Push, "Push Notification is not supported") {
 		t.Errorf("push config: %v", deref(out.Push))
 	}

@@ -138,6 +138,13 @@ out.gated = gated;
 const approved = await g.sendMessage(message('approve go ahead', { taskId: gated.id, contextId: gated.contextId }));
 out.approved = taskView(approved.payload?.value ?? approved);
 
+// An approval answered with a streamed message: the stream picks up at
+// the answer and runs to the end.
+const gated2 = taskView(await g.sendMessage(message('GATED TWO TASK')).then((r) => r.payload?.value ?? r));
+out.gated2 = gated2;
+out.approvedStream = [];
+for await (const ev of g.sendMessageStream(message('yes', { taskId: gated2.id, contextId: gated2.contextId }))) out.approvedStream.push(eventView(ev));
+
 // Push notifications are refused.
 out.push = await errorOf(() => c.createTaskPushNotificationConfig({ tenant: '', taskId: out.first.id, id: 'p1', url: 'http://127.0.0.1:9/hook', token: '', authentication: undefined }));
 
