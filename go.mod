@@ -55,6 +55,7 @@ require (
 )
 
 require (
+	github.com/a2aproject/a2a-go/v2 v2.4.0 // indirect
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.15 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.7 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.10 // indirect

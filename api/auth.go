@@ -168,6 +168,12 @@ func routeRules() map[string]rule {
 		"POST " + V1Prefix + "/executions/:id/resume":         rw,
 
 		"GET " + V1Prefix + "/artifacts/:id": rr,
+
+		// A2A agents: the card describes a hierarchy; the JSON-RPC
+		// endpoint reads runs, and its methods that start, answer or
+		// cancel one need runs:write (checked by the routes it calls).
+		"POST " + A2APrefix + "/:hierarchy_id":                            rr,
+		"GET " + A2APrefix + "/:hierarchy_id/.well-known/agent-card.json": hr,
 	}
 }
 

@@ -47,7 +47,7 @@ func (s *Server) rateLimit(l RateLimit) gin.HandlerFunc {
 	lim := newRateLimiter(l, limiterIdle, maxLimiters, time.Now)
 	return func(c *gin.Context) {
 		p, found := auth.PrincipalFrom(c.Request.Context())
-		if isOpsRoute(c) || !found || p.Method == auth.MethodNone {
+		if isOpsRoute(c) || !found || p.Method == auth.MethodNone || isInProcess(c.Request.Context()) {
 			c.Next()
 			return
 		}

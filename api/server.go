@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/op-stack/executor/a2aserve"
 	"github.com/op-stack/executor/console"
 	"github.com/op-stack/executor/mcpserve"
 	"github.com/op-stack/executor/models"
@@ -90,6 +91,8 @@ type Server struct {
 	rules            map[string]rule
 	// mcp is the MCP server (mountMCP).
 	mcp *mcpserve.Handler
+	// a2a serves the hierarchies' A2A agents through the API itself.
+	a2a *a2aserve.Server
 }
 
 // ExecutorPrefix is the path prefix of contract 002's endpoints.
@@ -220,6 +223,13 @@ func NewServer(opts Options) *Server {
 
 	s.routeV1(r.Group(V1Prefix))
 
+	// Each hierarchy's A2A agent (issue 25): a protocol bridge that calls
+	// the routes above in-process with the caller's credential.
+	s.a2a = a2aserve.New(s.InProcessTransport(), s.log)
+	agent := r.Group(A2APrefix + "/:hierarchy_id")
+	agent.POST("", s.requireRuns, s.a2aJSONRPC)
+	agent.GET("/.well-known/agent-card.json", s.a2aCard)
+
 	keys := v1.Group("/apikeys")
 	keys.POST("/create", s.createAPIKey)
 	keys.POST("/list", s.listAPIKeys)
@@ -284,7 +294,9 @@ func (s *Server) logRequests(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	level := slog.LevelInfo
-	if isOpsRoute(c) {
+	if isOpsRoute(c) || isInProcess(c.Request.Context()) {
+		// A protocol bridge's calls to the API (InProcessTransport) are
+		// logged at debug: the protocol request is logged already.
 		level = slog.LevelDebug
 	}
 	attrs := []slog.Attr{

@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/op-stack/executor/api"
 	"github.com/op-stack/executor/auth"
+	"github.com/op-stack/executor/client"
 	"github.com/op-stack/executor/store/storetest"
 )
 
@@ -36,14 +37,14 @@ func TestMCPServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(srv.URL, key, nil)
+	c, err := client.New(srv.URL, key, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	const secret = "sk-client-test-secret"
 	token := secret
-	created, err := c.CreateMCPServer(ctx, MCPServerInput{Name: "docs", URL: "https://mcp.example.com/mcp", BearerToken: &token,
+	created, err := c.CreateMCPServer(ctx, client.MCPServerInput{Name: "docs", URL: "https://mcp.example.com/mcp", BearerToken: &token,
 		HeaderEnv: map[string]string{"X-Team": "DOCS_TEAM"}, AllowedTools: []string{"search"}, TimeoutSeconds: 30, Approval: "destructive"})
 	if err != nil {
 		t.Fatal(err)
@@ -57,18 +58,18 @@ func TestMCPServers(t *testing.T) {
 	if err != nil || list.Total != 1 || len(list.Items) != 1 || list.Items[0].ID != created.ID {
 		t.Fatalf("list %+v %v", list, err)
 	}
-	for _, ref := range []MCPServerRef{{ID: created.ID}, {Name: "docs"}} {
+	for _, ref := range []client.MCPServerRef{{ID: created.ID}, {Name: "docs"}} {
 		got, err := c.GetMCPServer(ctx, ref)
 		if err != nil || got.ID != created.ID || !slices.Equal(got.AllowedTools, []string{"search"}) {
 			t.Fatalf("get %+v: %+v %v", ref, got, err)
 		}
 	}
-	raw, err := c.CallRaw(ctx, "/mcp-servers/get", MCPServerRef{ID: created.ID})
+	raw, err := c.CallRaw(ctx, "/mcp-servers/get", client.MCPServerRef{ID: created.ID})
 	if err != nil || strings.Contains(string(raw), secret) {
 		t.Fatalf("get answers the secret or fails: %s %v", raw, err)
 	}
 
-	updated, err := c.UpdateMCPServer(ctx, MCPServerInput{ID: created.ID, Name: "docs", URL: "https://mcp.example.com/v2", AllowedTools: []string{"search", "fetch"}})
+	updated, err := c.UpdateMCPServer(ctx, client.MCPServerInput{ID: created.ID, Name: "docs", URL: "https://mcp.example.com/v2", AllowedTools: []string{"search", "fetch"}})
 	if err != nil || updated.URL != "https://mcp.example.com/v2" || !slices.Equal(updated.SecretsSet, []string{"authorization"}) || len(updated.HeaderEnv) != 0 {
 		t.Fatalf("update %+v %v", updated, err)
 	}
@@ -76,26 +77,26 @@ func TestMCPServers(t *testing.T) {
 		t.Fatalf("the update lost the stored token: %+v %v", sec, err)
 	}
 
-	del, err := c.DeleteMCPServer(ctx, MCPServerRef{Name: "docs"})
+	del, err := c.DeleteMCPServer(ctx, client.MCPServerRef{Name: "docs"})
 	if err != nil || !del.Deleted || del.ID != created.ID {
 		t.Fatalf("delete %+v %v", del, err)
 	}
 	for name, call := range map[string]func() error{
-		"get":    func() error { _, err := c.GetMCPServer(ctx, MCPServerRef{ID: created.ID}); return err },
-		"delete": func() error { _, err := c.DeleteMCPServer(ctx, MCPServerRef{Name: "docs"}); return err },
+		"get":    func() error { _, err := c.GetMCPServer(ctx, client.MCPServerRef{ID: created.ID}); return err },
+		"delete": func() error { _, err := c.DeleteMCPServer(ctx, client.MCPServerRef{Name: "docs"}); return err },
 		"update": func() error {
-			_, err := c.UpdateMCPServer(ctx, MCPServerInput{ID: created.ID, Name: "docs", URL: "https://mcp.example.com/mcp"})
+			_, err := c.UpdateMCPServer(ctx, client.MCPServerInput{ID: created.ID, Name: "docs", URL: "https://mcp.example.com/mcp"})
 			return err
 		},
 	} {
-		var apiErr *APIError
+		var apiErr *client.APIError
 		if err := call(); !errors.As(err, &apiErr) || apiErr.Status != http.StatusNotFound || apiErr.ErrorCode != "MCP_SERVER_NOT_FOUND" {
 			t.Errorf("%s of a deleted server: %v, want a 404 MCP_SERVER_NOT_FOUND", name, err)
 		}
 	}
 	// A refused body names the field.
-	_, err = c.CreateMCPServer(ctx, MCPServerInput{Name: "Bad Name", URL: "https://mcp.example.com/mcp"})
-	var apiErr *APIError
+	_, err = c.CreateMCPServer(ctx, client.MCPServerInput{Name: "Bad Name", URL: "https://mcp.example.com/mcp"})
+	var apiErr *client.APIError
 	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest || apiErr.Field != "name" {
 		t.Errorf("bad name: %v", err)
 	}

@@ -155,6 +155,16 @@ func routeCases() map[string]routeCase {
 		"GET /mcp-servers":    {build: body("/mcp-servers", nil)},
 		"GET /console/*asset": {build: body("/console/app.js", nil)},
 
+		// A2A agents: the card is one of A's hierarchies (404 for B); the
+		// JSON-RPC endpoint answers JSON-RPC errors in a 200, so it is
+		// checked as a list: B's ListTasks on A's agent shows nothing of A.
+		"GET /a2a/:hierarchy_id/.well-known/agent-card.json": obj(func(f accessFixture) (string, any) {
+			return "/a2a/" + f.hierarchy + "/.well-known/agent-card.json", nil
+		}),
+		"POST /a2a/:hierarchy_id": {list: true, build: func(f accessFixture) (string, any) {
+			return "/a2a/" + f.hierarchy, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": map[string]any{}}
+		}},
+
 		"POST " + e + "/hierarchies/create": {build: body(e+"/hierarchies/create", hier)},
 		"POST " + e + "/hierarchies/get": obj(func(f accessFixture) (string, any) {
 			return e + "/hierarchies/get", map[string]any{"hierarchy_id": f.hierarchy}

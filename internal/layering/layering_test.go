@@ -58,6 +58,8 @@ var rules = []rule{
 		Why: "workflow code reaches the world only through activities"},
 	{From: "stream", Transitive: true, Forbidden: anyOf("api", "activities", "workflows"),
 		Why: "the stream bridge serves runs' logs to any protocol; routing, auth and the REST surfaces are the API's, which calls it"},
+	{From: "a2aserve", Transitive: true, Forbidden: func(rel string) bool { return rel != "client" && rel != "models" },
+		Why: "the A2A server speaks to the service only through its API (client, in-process), so the API's access control is its own"},
 }
 
 // graph maps a package of the module (relative path, "" for the root) to
