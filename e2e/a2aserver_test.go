@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/op-stack/executor/auth"
-	"github.com/op-stack/executor/llm/llmfake"
 	"github.com/op-stack/executor/internal/interop"
+	"github.com/op-stack/executor/llm/llmfake"
 	"github.com/op-stack/executor/models"
 )
 
