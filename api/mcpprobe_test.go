@@ -126,7 +126,7 @@ func TestMCPServerUnreachableWarning(t *testing.T) {
 
 		// A server that never answers costs the probe timeout, not more.
 		start := time.Now()
-		code, m, raw = call("create", `{"name":"slow","url":"https://example.com/hang","header_env":{"X-Key":"SLOW_KEY"}}`)
+		code, m, raw = call("create", `{"name":"slow","url":"https://example.com/hang","header_env":{"X-Key":"MCP_HEADER_SLOW_KEY"}}`)
 		if took := time.Since(start); took > 5*time.Second {
 			t.Errorf("create took %v with a hanging server", took)
 		}

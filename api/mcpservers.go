@@ -80,7 +80,6 @@ const MaxMCPTimeout = time.Hour
 
 var (
 	mcpNameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-	envNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 	mcpToolRE    = regexp.MustCompile(`^[A-Za-z0-9_./-]{1,128}$`)
 )
@@ -122,15 +121,15 @@ func (s *Server) checkMCPServer(in models.MCPServerInput) (*store.MCPServer, err
 		if !headerNameRE.MatchString(k) {
 			return nil, models.FieldError("header_env", "%q is not a header name", k)
 		}
-		if !envNameRE.MatchString(v) {
-			return nil, models.FieldError("header_env", "%q is not an environment variable name", v)
+		if !models.MCPSecretEnvAllowed(v, models.MCPHeaderEnvPrefix) {
+			return nil, models.FieldError("header_env", "%q may not be read for an MCP server: name a workers' environment variable %s<NAME> (upper case)", v, models.MCPHeaderEnvPrefix)
 		}
 		if _, both := m.Headers[k]; both {
 			return nil, models.FieldError("header_env", "header %q is given both inline and as an environment variable", k)
 		}
 	}
-	if m.BearerTokenEnv != "" && !envNameRE.MatchString(m.BearerTokenEnv) {
-		return nil, models.FieldError("bearer_token_env", "%q is not an environment variable name", m.BearerTokenEnv)
+	if m.BearerTokenEnv != "" && !models.MCPSecretEnvAllowed(m.BearerTokenEnv, models.MCPTokenEnvPrefix) {
+		return nil, models.FieldError("bearer_token_env", "%q may not be read for an MCP server: name a workers' environment variable %s<NAME> (upper case)", m.BearerTokenEnv, models.MCPTokenEnvPrefix)
 	}
 	if m.BearerTokenEnv != "" && m.BearerToken != nil && *m.BearerToken != "" {
 		return nil, models.FieldError("bearer_token_env", "give bearer_token or bearer_token_env, not both")

@@ -89,8 +89,14 @@ func TestMCPServersAPI(t *testing.T) {
 			`{"name":"x","url":"https://u:p@example.com/mcp"}`:                          "url",
 			`{"name":"x","command":["sh","-c","id"]}`:                                   "command",
 			`{"name":"x","url":"https://example.com/mcp","header_env":{"X":"bad-env"}}`: "header_env",
-			`{"name":"x","url":"https://example.com/mcp","approval":"sometimes"}`:       "approval",
-			`{"name":"x","url":"https://example.com/mcp","timeout_seconds":-1}`:         "timeout_seconds",
+			// A server may name only MCP_HEADER_/MCP_TOKEN_ variables: never
+			// the workers' own secrets, which it would receive.
+			`{"name":"x","url":"https://example.com/mcp","header_env":{"X":"OPENAI_API_KEY"}}`: "header_env",
+			`{"name":"x","url":"https://example.com/mcp","header_env":{"X":"MCP_HEADER_"}}`:    "header_env",
+			`{"name":"x","url":"https://example.com/mcp","bearer_token_env":"MCP_SECRET_KEY"}`: "bearer_token_env",
+			`{"name":"x","url":"https://example.com/mcp","bearer_token_env":"DATABASE_URL"}`:   "bearer_token_env",
+			`{"name":"x","url":"https://example.com/mcp","approval":"sometimes"}`:              "approval",
+			`{"name":"x","url":"https://example.com/mcp","timeout_seconds":-1}`:                "timeout_seconds",
 		} {
 			code, raw = call(keyA, "create", body)
 			if code != http.StatusBadRequest || !strings.Contains(raw, `"field":"`+field+`"`) {

@@ -8,6 +8,7 @@ import (
 	"github.com/op-stack/executor/api"
 	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/mcp"
+	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
 )
 
@@ -60,6 +61,11 @@ func StoreMCPServers(st *store.Store, lookupEnv func(string) (string, bool)) mcp
 			headers[k] = v
 		}
 		for k, env := range m.HeaderEnv {
+			// Checked at create too; again here for servers stored before
+			// the rule, which must not reach other variables either.
+			if !models.MCPSecretEnvAllowed(env, models.MCPHeaderEnvPrefix) {
+				return mcp.ServerConfig{}, fmt.Errorf("environment variable %s (header %s) may not be read for an MCP server: only %s<NAME>", env, k, models.MCPHeaderEnvPrefix)
+			}
 			v, ok := lookupEnv(env)
 			if !ok {
 				return mcp.ServerConfig{}, fmt.Errorf("environment variable %s (header %s) is not set on this worker", env, k)
@@ -68,6 +74,9 @@ func StoreMCPServers(st *store.Store, lookupEnv func(string) (string, bool)) mcp
 		}
 		token := sec.BearerToken
 		if m.BearerTokenEnv != "" {
+			if !models.MCPSecretEnvAllowed(m.BearerTokenEnv, models.MCPTokenEnvPrefix) {
+				return mcp.ServerConfig{}, fmt.Errorf("environment variable %s (bearer token) may not be read for an MCP server: only %s<NAME>", m.BearerTokenEnv, models.MCPTokenEnvPrefix)
+			}
 			v, ok := lookupEnv(m.BearerTokenEnv)
 			if !ok {
 				return mcp.ServerConfig{}, fmt.Errorf("environment variable %s (bearer token) is not set on this worker", m.BearerTokenEnv)

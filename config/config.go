@@ -351,7 +351,7 @@ var vars = []Var{
 	{"TOOLS_HTTP_ALLOW_PRIVATE", "false", "Let `http_get` reach loopback, private, link-local and CGNAT addresses and the host's own interface addresses (off: such URLs are refused, also after DNS resolution and redirects).", boolVar(func(c *Config, b bool) { c.ToolsHTTPAllowPrivate = b })},
 	{"TOOLS_HTTP_MAX_BYTES", "1048576", "Largest response body `http_get` returns; longer ones are cut.", intVar(func(c *Config, n int) { c.ToolsHTTPMaxBytes = n })},
 	{"TOOLS_HTTP_TIMEOUT", "10s", "Time limit of one `http_get` request.", durationVar(func(c *Config, d time.Duration) { c.ToolsHTTPTimeout = d })},
-	{"MCP_SECRET_KEY", "", "Base64 of 32 random bytes (`openssl rand -base64 32`): the AES-256-GCM key that seals MCP servers' headers and bearer tokens in the database. Unset: a server's secrets can only be named as environment variables of the workers (`header_env`, `bearer_token_env`). The API and every worker need the same key; changing it makes stored secrets unreadable.", func(c *Config, v string) error {
+	{"MCP_SECRET_KEY", "", "Base64 of 32 random bytes (`openssl rand -base64 32`): the AES-256-GCM key that seals MCP servers' headers and bearer tokens in the database. Unset: a server's secrets can only be named as environment variables of the workers (`header_env`: `MCP_HEADER_<NAME>`, `bearer_token_env`: `MCP_TOKEN_<NAME>`). The API and every worker need the same key; changing it makes stored secrets unreadable.", func(c *Config, v string) error {
 		if v = strings.TrimSpace(v); v == "" {
 			return nil
 		}

@@ -348,7 +348,7 @@ func TestMCPServerUnreachableAtCreate(t *testing.T) {
 // that answered; the MCP servers page lists the tenant's server with
 // where its credential comes from; no script failed.
 func TestConsoleMCP(t *testing.T) {
-	t.Setenv("TRACKER_TEAM", "blue")
+	t.Setenv("MCP_HEADER_TRACKER_TEAM", "blue")
 	s := sdk.NewServer(&sdk.Implementation{Name: "tracker", Version: "1"}, nil)
 	sdk.AddTool(s, &sdk.Tool{Name: "search_issues", Description: "searches issues"},
 		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
@@ -374,7 +374,7 @@ func TestConsoleMCP(t *testing.T) {
 	var tracker struct {
 		ID string `json:"id"`
 	}
-	e.mustPost("/mcp-servers/create", map[string]any{"name": "tracker", "url": srv.URL, "header_env": map[string]string{"X-Team": "TRACKER_TEAM"}}, &tracker)
+	e.mustPost("/mcp-servers/create", map[string]any{"name": "tracker", "url": srv.URL, "header_env": map[string]string{"X-Team": "MCP_HEADER_TRACKER_TEAM"}}, &tracker)
 	e.fake.SetRules(append([]llmfake.Rule{
 		{Name: "searcher after tools", SystemContains: "W-SEARCHER", HasToolResult: true, Responses: contentResponses("searcher: 3 issues, 42")},
 		{Name: "searcher first", SystemContains: "W-SEARCHER", Responses: []llmfake.Response{{ToolCalls: []llmfake.ToolCall{
@@ -416,7 +416,7 @@ func TestConsoleMCP(t *testing.T) {
 	// An MCP call the server's approval policy gates (the tool has no
 	// readOnlyHint) waits on the run page as "mcp tracker/search_issues",
 	// with its reason, and the page's Approve runs it.
-	e.mustPost("/mcp-servers/update", map[string]any{"id": tracker.ID, "name": "tracker", "url": srv.URL, "header_env": map[string]string{"X-Team": "TRACKER_TEAM"}, "approval": "not_read_only"}, nil)
+	e.mustPost("/mcp-servers/update", map[string]any{"id": tracker.ID, "name": "tracker", "url": srv.URL, "header_env": map[string]string{"X-Team": "MCP_HEADER_TRACKER_TEAM"}, "approval": "not_read_only"}, nil)
 	gated := e.startRun(e.createHierarchy(body), "console mcp approval")
 	b.do("open the gated run's page", chromedp.Navigate(root+"/runs/"+gated))
 	b.waitJS("the MCP approval card", `!!document.querySelector('.approval.pending[data-agent-id="w-searcher"] .approval-tool')`, 60*time.Second)
@@ -440,7 +440,7 @@ func TestConsoleMCP(t *testing.T) {
 	row := eval[map[string]string](b, `(() => { const r = document.querySelector('#mcp-server-list tr[data-mcp-server="tracker"]');
 	  return r ? { endpoint: r.querySelector('.endpoint').textContent, credentials: r.querySelector('.credentials').textContent,
 	    tools: r.querySelector('.tools').textContent, current: document.querySelector('#nav-mcp-servers.current') ? 'yes' : 'no' } : {}; })()`)
-	if row["endpoint"] != srv.URL || row["credentials"] != "X-Team from $TRACKER_TEAM" || row["tools"] != "all" || row["current"] != "yes" {
+	if row["endpoint"] != srv.URL || row["credentials"] != "X-Team from $MCP_HEADER_TRACKER_TEAM" || row["tools"] != "all" || row["current"] != "yes" {
 		t.Errorf("MCP servers page row = %v", row)
 	}
 	if strings.Contains(eval[string](b, `document.body.textContent`), "blue") {

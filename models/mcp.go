@@ -219,3 +219,22 @@ func MCPKeyCovers(key, server, tool string) bool {
 	s, t, ok := ParseMCPToolKey(key)
 	return ok && s == server && (t == MCPAllTools || t == tool)
 }
+
+// The environment variables an MCP server may name for its secrets
+// (header_env, bearer_token_env) start with these prefixes. Whoever
+// registers a server chooses where its headers go: were any name allowed,
+// a tenant could have the workers send their own secrets (a provider key,
+// DATABASE_URL, MCP_SECRET_KEY) to a server of its own.
+const (
+	MCPHeaderEnvPrefix = "MCP_HEADER_"
+	MCPTokenEnvPrefix  = "MCP_TOKEN_"
+)
+
+var mcpEnvNameRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,127}$`)
+
+// MCPSecretEnvAllowed reports whether an MCP server may name environment
+// variable env, which must start with prefix (MCPHeaderEnvPrefix or
+// MCPTokenEnvPrefix) and name something after it.
+func MCPSecretEnvAllowed(env, prefix string) bool {
+	return mcpEnvNameRE.MatchString(env) && strings.HasPrefix(env, prefix) && len(env) > len(prefix)
+}

@@ -73,7 +73,7 @@ func TestMCPServersCommand(t *testing.T) {
 
 	// create from flags, the token on standard input.
 	id := strings.TrimSpace(must(secret+"\n", "mcp-servers", "create", "--name", "docs", "--url", "https://mcp.example.com/mcp",
-		"--bearer-token-stdin", "--header-env", "X-Team=DOCS_TEAM", "--header-env", "X-Org=DOCS_ORG",
+		"--bearer-token-stdin", "--header-env", "X-Team=MCP_HEADER_DOCS_TEAM", "--header-env", "X-Org=MCP_HEADER_DOCS_ORG",
 		"--allowed-tool", "search", "--allowed-tool", "fetch", "--timeout", "30s", "--approval", "destructive"))
 	if !strings.HasPrefix(id, "mcp_") {
 		t.Fatalf("create printed %q, want the id alone", id)
@@ -90,7 +90,7 @@ func TestMCPServersCommand(t *testing.T) {
 	}
 
 	list := must("", "mcp-servers", "list")
-	for _, want := range []string{id, "docs", "wiki", "https://mcp.example.com/mcp", "search,fetch", "authorization", "X-Team $DOCS_TEAM"} {
+	for _, want := range []string{id, "docs", "wiki", "https://mcp.example.com/mcp", "search,fetch", "authorization", "X-Team $MCP_HEADER_DOCS_TEAM"} {
 		if !strings.Contains(list, want) {
 			t.Errorf("list does not show %q:\n%s", want, list)
 		}
@@ -102,14 +102,14 @@ func TestMCPServersCommand(t *testing.T) {
 
 	for _, ref := range []string{id, "docs"} {
 		got := strings.Join(strings.Fields(must("", "mcp-servers", "get", ref)), " ")
-		for _, want := range []string{id, "mcp:docs/<tool>", "header X-Team from $DOCS_TEAM", "secrets set authorization", "timeout 30s", "approval destructive"} {
+		for _, want := range []string{id, "mcp:docs/<tool>", "header X-Team from $MCP_HEADER_DOCS_TEAM", "secrets set authorization", "timeout 30s", "approval destructive"} {
 			if !strings.Contains(got, want) {
 				t.Errorf("get %s does not show %q:\n%s", ref, want, got)
 			}
 		}
 	}
 	var m client.MCPServer
-	if err := json.Unmarshal([]byte(must("", "mcp-servers", "get", "docs", "-o", "json")), &m); err != nil || m.ID != id || m.TimeoutSeconds != 30 || m.HeaderEnv["X-Org"] != "DOCS_ORG" {
+	if err := json.Unmarshal([]byte(must("", "mcp-servers", "get", "docs", "-o", "json")), &m); err != nil || m.ID != id || m.TimeoutSeconds != 30 || m.HeaderEnv["X-Org"] != "MCP_HEADER_DOCS_ORG" {
 		t.Fatalf("get -o json: %+v %v", m, err)
 	}
 
@@ -118,15 +118,15 @@ func TestMCPServersCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m.URL != "https://mcp.example.com/v2" || strings.Join(m.AllowedTools, ",") != "search" || m.TimeoutSeconds != 30 ||
-		m.Approval != "destructive" || m.HeaderEnv["X-Team"] != "DOCS_TEAM" || strings.Join(m.SecretsSet, ",") != "authorization" {
+		m.Approval != "destructive" || m.HeaderEnv["X-Team"] != "MCP_HEADER_DOCS_TEAM" || strings.Join(m.SecretsSet, ",") != "authorization" {
 		t.Fatalf("update: %+v", m)
 	}
 	if sec, err := st.MCPServerSecrets(ctx, "acme", id); err != nil || sec.BearerToken != secret {
 		t.Fatalf("the update lost the stored token: %v", err)
 	}
 	// switching to a token from the environment drops the inline one.
-	must("", "mcp-servers", "update", id, "--bearer-token-env", "DOCS_TOKEN")
-	if err := json.Unmarshal([]byte(must("", "mcp-servers", "get", id, "-o", "json")), &m); err != nil || m.BearerTokenEnv != "DOCS_TOKEN" || len(m.SecretsSet) != 0 {
+	must("", "mcp-servers", "update", id, "--bearer-token-env", "MCP_TOKEN_DOCS")
+	if err := json.Unmarshal([]byte(must("", "mcp-servers", "get", id, "-o", "json")), &m); err != nil || m.BearerTokenEnv != "MCP_TOKEN_DOCS" || len(m.SecretsSet) != 0 {
 		t.Fatalf("after --bearer-token-env: %+v %v", m, err)
 	}
 
