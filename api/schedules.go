@@ -712,11 +712,6 @@ type ScheduledStarts struct {
 	Runs *Runs
 }
 
-// ErrScheduledStartRefused is the failure type of a scheduled start that
-// cannot start its run (the schedule or hierarchy is gone, a check
-// refused it): not retried; the schedule's next action tries again.
-const ErrScheduledStartRefused = "ScheduledStartRefused"
-
 // PrepareScheduledRun stores the run of a schedule's action. The run's key
 // is the scheduled start's Temporal run id, so a retry after a stored run
 // replaces that pending row instead of leaving a second one (its workflow
@@ -724,7 +719,7 @@ const ErrScheduledStartRefused = "ScheduledStartRefused"
 func (ss *ScheduledStarts) PrepareScheduledRun(ctx context.Context, in models.ScheduledRunInput) (*models.ScheduledRunStart, error) {
 	r := ss.Runs
 	refused := func(err error) error {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrScheduledStartRefused, nil)
+		return temporal.NewNonRetryableApplicationError(err.Error(), models.ErrScheduledStartRefused, nil)
 	}
 	sc, err := r.Store.GetSchedule(ctx, "", in.ScheduleID)
 	if err != nil {

@@ -1,12 +1,17 @@
 package e2e
 
 import (
+	"errors"
 	"net/http"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/op-stack/executor/auth"
 	"github.com/op-stack/executor/llm/llmfake"
@@ -363,5 +368,38 @@ func TestScheduleValidationAndTenancy(t *testing.T) {
 	status, raw = e.call("POST", "/api/executor/v1/schedules/update", keyA, map[string]any{"id": sc.ID, "cron": []string{"every day"}})
 	if status != http.StatusBadRequest || !strings.Contains(string(raw), `"field":"cron[0]"`) {
 		t.Errorf("update with a bad cron: %d %s", status, raw)
+	}
+	// A schedule of a hierarchy deleted since: its action refuses to start
+	// a run (ScheduledStartRefused, not retried), and stores none.
+	e.mustCall("POST", "/api/executor/v1/hierarchies/delete", keyA, map[string]any{"hierarchy_id": h.ID}, nil)
+	e.mustCall("POST", "/api/executor/v1/schedules/trigger", keyA, map[string]any{"id": sc.ID}, nil)
+	var closed *workflowpb.WorkflowExecutionInfo
+	waitFor(t, 30*time.Second, "the refused scheduled start to close", func() bool {
+		resp, err := e.temporal.ListWorkflow(t.Context(), listRequest(`TemporalScheduledById = "`+sc.ID+`"`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, info := range resp.Executions {
+			if info.GetCloseTime() != nil {
+				closed = info
+				return true
+			}
+		}
+		return false
+	})
+	if closed.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
+		t.Errorf("the scheduled start of a deleted hierarchy ended %s", closed.GetStatus())
+	}
+	err := e.temporal.GetWorkflow(t.Context(), closed.GetExecution().GetWorkflowId(), closed.GetExecution().GetRunId()).Get(t.Context(), nil)
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != models.ErrScheduledStartRefused {
+		t.Errorf("the scheduled start failed with %v, want %s", err, models.ErrScheduledStartRefused)
+	}
+	var runs struct {
+		Total int `json:"total"`
+	}
+	e.mustCall("POST", "/api/executor/v1/runs/list", keyA, map[string]any{"schedule_id": sc.ID}, &runs)
+	if runs.Total != 0 {
+		t.Errorf("a refused scheduled start stored %d runs", runs.Total)
 	}
 }

@@ -163,6 +163,10 @@ const (
 	ErrApprovalUnknown = "ApprovalUnknown"
 	// ErrPauseRefused: a pause or resume of a run that cannot take it.
 	ErrPauseRefused = "PauseRefused"
+	// ErrScheduledStartRefused: a schedule's action could not start its
+	// run (the schedule or hierarchy is gone, or runs/start's checks
+	// refused it); not retried: the schedule's next action tries again.
+	ErrScheduledStartRefused = "ScheduledStartRefused"
 )
 
 // AllFailureTypes lists every failure type a run's activities and
@@ -177,6 +181,7 @@ func AllFailureTypes() []string {
 		ErrTeamFailed, ErrForkSeed,
 		ErrSteerRefused, ErrTeamNotRunning, ErrUnknownTeam, ErrUnknownAgent,
 		ErrApprovalRefused, ErrApprovalUnknown, ErrPauseRefused,
+		ErrScheduledStartRefused,
 		CodeExecutionTimeout.Name, CodeBudgetExceeded.Name,
 	}
 }
