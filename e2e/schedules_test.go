@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -401,5 +402,43 @@ func TestScheduleValidationAndTenancy(t *testing.T) {
 	e.mustCall("POST", "/api/executor/v1/runs/list", keyA, map[string]any{"schedule_id": sc.ID}, &runs)
 	if runs.Total != 0 {
 		t.Errorf("a refused scheduled start stored %d runs", runs.Total)
+	}
+}
+
+// TestSchedulesCLI runs `executor schedules` against the real API: create
+// prints the id, list and get show it, trigger starts a run, pause and
+// update change it, delete removes it, and a bad cron exits non-zero with
+// the field named.
+func TestSchedulesCLI(t *testing.T) {
+	e := newEnv(t, accessRules())
+	hid := e.createHierarchy(accessHierarchy("cli"))
+	id := strings.TrimSpace(e.mustCLI("", "schedules", "create", hid, "--task", "cli report", "--cron", "0 9 * * MON-FRI", "--time-zone", "Europe/Paris", "--overlap", "allow_all", "--paused"))
+	if !strings.HasPrefix(id, models.ScheduleIDPrefix) {
+		t.Fatalf("create printed %q", id)
+	}
+	t.Cleanup(func() { e.post("/schedules/delete", map[string]any{"id": id}) })
+	if out := e.mustCLI("", "schedules", "list"); !strings.Contains(out, id) || !strings.Contains(out, "0 9 * * MON-FRI") || !strings.Contains(out, "paused") {
+		t.Errorf("schedules list:\n%s", out)
+	}
+	if out := e.mustCLI("", "schedules", "get", id); !strings.Contains(out, "cli report") || !strings.Contains(out, "Europe/Paris") || !strings.Contains(out, "allow_all") {
+		t.Errorf("schedules get:\n%s", out)
+	}
+	e.mustCLI("", "schedules", "trigger", id)
+	waitFor(t, 30*time.Second, "the triggered run", func() bool { return countStatus(e.scheduleRuns(id), models.RunCompleted) == 1 })
+	if out := e.mustCLI("", "schedules", "update", id, "--every", "1h+5m", "--task", "hourly"); !strings.Contains(out, "every 1h0m0s +5m0s") || !strings.Contains(out, "hourly") {
+		t.Errorf("schedules update:\n%s", out)
+	}
+	if out := e.mustCLI("", "schedules", "unpause", id); !regexp.MustCompile(`(?m)^paused\s+false$`).MatchString(out) {
+		t.Errorf("schedules unpause:\n%s", out)
+	}
+	r := e.runCLI("", "schedules", "create", hid, "--task", "x", "--cron", "nope")
+	if r.code == 0 || !strings.Contains(r.stderr, "cron[0]") {
+		t.Errorf("a bad cron: exit %d, stderr %s", r.code, r.stderr)
+	}
+	if out := e.mustCLI("", "schedules", "delete", id); !strings.Contains(out, "deleted") {
+		t.Errorf("schedules delete: %s", out)
+	}
+	if r := e.runCLI("", "schedules", "get", id); r.code == 0 || !strings.Contains(r.stderr, "SCHEDULE_NOT_FOUND") {
+		t.Errorf("get after delete: exit %d, stderr %s", r.code, r.stderr)
 	}
 }
