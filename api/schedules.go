@@ -638,15 +638,9 @@ func (s *Server) updateSchedule(c *gin.Context) {
 				applyErr = models.Errorf(models.CodeInvalidConfig, "schedule %q does not start runs of this service", sc.ID)
 				return nil, applyErr
 			}
-			// Cron expressions come back compiled (Calendars): the update
-			// keeps them unless it gives new ones.
-			if in.Cron == nil && in.Intervals == nil {
-				cron, intervals, cals := sched.Spec.CronExpressions, sched.Spec.Intervals, sched.Spec.Calendars
-				if applyErr = in.apply(sched.Spec, sched.Policy, &run, h, false); applyErr != nil {
-					return nil, applyErr
-				}
-				sched.Spec.CronExpressions, sched.Spec.Intervals, sched.Spec.Calendars = cron, intervals, cals
-			} else if applyErr = in.apply(sched.Spec, sched.Policy, &run, h, false); applyErr != nil {
+			// Cron expressions come back compiled (Calendars); apply
+			// leaves the spec alone unless cron or intervals are given.
+			if applyErr = in.apply(sched.Spec, sched.Policy, &run, h, false); applyErr != nil {
 				return nil, applyErr
 			}
 			if in.Note != nil && sched.State != nil {

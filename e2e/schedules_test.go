@@ -146,6 +146,21 @@ func TestScheduleIntervalPauseTrigger(t *testing.T) {
 		t.Errorf("the run's parent is %q, want the schedule's action", p)
 	}
 
+	// No secret in the schedule's action or in the histories of the
+	// scheduled start and its run (provider keys live on the workers).
+	for _, wf := range []string{desc.GetWorkflowExecutionInfo().GetParentExecution().GetWorkflowId(), done.WorkflowID} {
+		out, err := exec.Command(temporalCLI, "workflow", "show", "--workflow-id", wf, "--address", e.cfg.TemporalAddress, "--output", "json").CombinedOutput()
+		if err != nil {
+			t.Fatalf("temporal workflow show %s: %v\n%s", wf, err, out)
+		}
+		if strings.Contains(string(out), e.cfg.OpenAIAPIKey) {
+			t.Errorf("the history of %s holds the provider key", wf)
+		}
+	}
+	if out, err := exec.Command(temporalCLI, "schedule", "describe", "--schedule-id", sc.ID, "--address", e.cfg.TemporalAddress, "--output", "json").CombinedOutput(); err != nil || strings.Contains(string(out), e.cfg.OpenAIAPIKey) || !strings.Contains(string(out), models.ScheduledRunWorkflowName) {
+		t.Errorf("temporal schedule describe: %v, holds the key: %t\n%s", err, strings.Contains(string(out), e.cfg.OpenAIAPIKey), out)
+	}
+
 	// Pause: no more actions.
 	var paused scheduleView
 	e.mustPost("/schedules/pause", map[string]any{"id": sc.ID, "note": "maintenance"}, &paused)
@@ -172,8 +187,8 @@ func TestScheduleIntervalPauseTrigger(t *testing.T) {
 
 	// Update: a new task and a cron spec; the next runs run the new task.
 	var updated scheduleView
-	e.mustPost("/schedules/update", map[string]any{"id": sc.ID, "task": "weekly report", "cron": []string{"0 9 * * MON"}, "overlap": "skip"}, &updated)
-	if updated.Task != "weekly report" || updated.Overlap != "skip" || len(updated.Intervals) != 0 || len(updated.Cron) != 1 || updated.Cron[0] != "0 9 * * MON" || updated.TimeZone != "Europe/Paris" {
+	e.mustPost("/schedules/update", map[string]any{"id": sc.ID, "task": "weekly report", "cron": []string{"0 9 * * MON"}, "overlap": "skip", "note": "weekly now"}, &updated)
+	if updated.Task != "weekly report" || updated.Overlap != "skip" || len(updated.Intervals) != 0 || len(updated.Cron) != 1 || updated.Cron[0] != "0 9 * * MON" || updated.TimeZone != "Europe/Paris" || updated.Note != "weekly now" {
 		t.Errorf("updated schedule = %+v", updated)
 	}
 	n := len(e.scheduleRuns(sc.ID))
