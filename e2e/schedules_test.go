@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -283,16 +285,32 @@ func TestScheduleOverlapPolicies(t *testing.T) {
 	})
 }
 
-// TestScheduleSurvivesRestart: schedules live in Temporal. The executor's
-// worker process is killed and another started, and the schedule goes on
-// starting runs that complete; the API process is stateless (any replica
-// answers, from the database and Temporal).
+// TestScheduleSurvivesRestart: schedules live in Temporal. The whole
+// executor (`executor serve -role all`: API and worker in one process) is
+// killed while a schedule runs, and another started; the schedule goes on
+// (an action taken while no executor was up runs when it is back), its
+// runs complete, and the new process answers for it.
 func TestScheduleSurvivesRestart(t *testing.T) {
 	e := newEnv(t, accessRules(), withoutWorker)
-	first := e.workerProcess()
+	port := freePort(t)
+	serve := func() *exec.Cmd {
+		cmd := e.serveProcess("all", fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port), "AUTH_MODE=off", "METRICS_ADDR=")
+		waitFor(t, 60*time.Second, "the executor process", func() bool {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err == nil && resp.StatusCode == http.StatusOK
+		})
+		return cmd
+	}
+	first := serve()
+	e.apiURL = fmt.Sprintf("http://127.0.0.1:%d/api/executor/v1", port)
 	hid := e.createHierarchy(accessHierarchy("durable"))
 	sc := e.createSchedule(map[string]any{"hierarchy_id": hid, "task": "durable", "intervals": []any{map[string]any{"every": "3s"}}, "overlap": "allow_all"})
-	t.Cleanup(func() { e.post("/schedules/delete", map[string]any{"id": sc.ID}) })
+	t.Cleanup(func() {
+		e.temporal.ScheduleClient().GetHandle(context.Background(), sc.ID).Delete(context.Background())
+	})
 	waitFor(t, time.Minute, "a scheduled run before the restart", func() bool {
 		return countStatus(e.scheduleRuns(sc.ID), models.RunCompleted) >= 1
 	})
@@ -301,8 +319,8 @@ func TestScheduleSurvivesRestart(t *testing.T) {
 	}
 	first.Wait()
 	restarted := time.Now()
-	time.Sleep(4 * time.Second) // an action while no worker is up
-	e.workerProcess()
+	time.Sleep(4 * time.Second) // an action while no executor is up
+	serve()
 	waitFor(t, time.Minute, "two scheduled runs started after the restart to complete", func() bool {
 		n := 0
 		for _, r := range e.scheduleRuns(sc.ID) {
