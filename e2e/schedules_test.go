@@ -125,6 +125,8 @@ func TestScheduleIntervalPauseTrigger(t *testing.T) {
 	if v := e.getRun(done.ID); v.Status != models.RunCompleted || v.FinalAnswer != "ACCESS FINAL" || v.HierarchyID != hid {
 		t.Errorf("runs/get of a scheduled run = %+v", v)
 	}
+	// Streamable as any run: the whole log, gap-free, to its terminal event.
+	checkLog(t, done.ID, e.streamAll(done.ID))
 	// Another schedule's filter lists none of them.
 	if other := e.scheduleRuns("sched-none"); len(other) != 0 {
 		t.Errorf("runs of an unknown schedule: %+v", other)
