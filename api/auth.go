@@ -133,6 +133,16 @@ func routeRules() map[string]rule {
 
 		"POST " + e + "/artifacts/list": rr,
 
+		// A schedule starts runs: it is run access, as runs/start is.
+		"POST " + e + "/schedules/create":  rw,
+		"POST " + e + "/schedules/list":    rr,
+		"POST " + e + "/schedules/get":     rr,
+		"POST " + e + "/schedules/pause":   rw,
+		"POST " + e + "/schedules/unpause": rw,
+		"POST " + e + "/schedules/trigger": rw,
+		"POST " + e + "/schedules/update":  rw,
+		"POST " + e + "/schedules/delete":  rw,
+
 		// MCP servers configure what agents can do, as hierarchies do.
 		"POST " + e + "/mcp-servers/create": hw,
 		"POST " + e + "/mcp-servers/get":    hr,

@@ -253,11 +253,52 @@ type StartOptions struct {
 	// StreamEvents and SaveIntermediateResults are spec 001's
 	// execution_config settings (nil: not given), kept with the run.
 	StreamEvents, SaveIntermediateResults *bool
+	// ScheduleID names the schedule starting the run; "" for a client.
+	ScheduleID string
+	// key is the run's key when the caller decides it (a scheduled
+	// start's, for retries); "" generates one.
+	key string
 }
 
 // Start checks the agents' providers, stores a pending run and starts its
 // workflow. If the workflow cannot be started, the run row is removed again.
 func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts StartOptions) (*store.Run, error) {
+	p, err := r.prepare(ctx, h, task, opts)
+	if err != nil {
+		return nil, err
+	}
+	run := p.run
+	start := client.StartWorkflowOptions{
+		ID:                    run.WorkflowID,
+		TaskQueue:             r.TaskQueue,
+		StaticSummary:         p.summary,
+		StaticDetails:         p.details,
+		TypedSearchAttributes: r.startSearchAttributes(h, run.TenantID, ""),
+	}
+	_, err = r.Temporal.ExecuteWorkflow(ctx, start, models.RunWorkflowName, p.input)
+	if err != nil {
+		_ = r.Store.DeleteRun(context.WithoutCancel(ctx), run.ID)
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) {
+			// A caller-set id whose workflow exists (its run row was removed).
+			return nil, &models.Error{Code: models.CodeAlreadyExists, Field: opts.runField, Message: fmt.Sprintf("%s %q is taken", firstNonEmpty(opts.runField, "run id"), run.PublicID), Err: err}
+		}
+		return nil, &models.Error{Code: models.CodeUnavailable, Message: "could not start the run's workflow: Temporal is unavailable", Err: err}
+	}
+	return run, nil
+}
+
+// preparedRun is a stored pending run and what its workflow starts with.
+type preparedRun struct {
+	run              *store.Run
+	input            models.RunInput
+	summary, details string
+}
+
+// prepare checks a start (budget, models, the tenant's concurrency) and
+// stores the pending run: what runs/start and a schedule's action
+// (ScheduledStarts) share before the run's workflow starts.
+func (r *Runs) prepare(ctx context.Context, h *models.Hierarchy, task string, opts StartOptions) (*preparedRun, error) {
 	if err := checkBudget(opts.Budget, h); err != nil {
 		return nil, err
 	}
@@ -278,10 +319,10 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 	// The run's key is always generated: a caller-chosen id is the run's
 	// public id, unique in its tenant only (issue 23, item 8), while the
 	// key names the workflow and must be unique across tenants.
-	id := models.NewID()
+	id := firstNonEmpty(opts.key, models.NewID())
 	run := &store.Run{
 		ID: id, PublicID: firstNonEmpty(opts.RunID, id), HierarchyID: h.ID, HierarchyName: h.Name, TotalTeams: len(h.Teams),
-		WorkflowID: models.RunWorkflowID(id), Task: task, TenantID: tenant,
+		WorkflowID: models.RunWorkflowID(id), Task: task, TenantID: tenant, ScheduleID: opts.ScheduleID,
 		// Kept for forks (runs/fork), which start from them.
 		Hierarchy: h, ExecutionConfig: &store.ExecutionConfig{
 			MaxParallelTeams: opts.MaxParallelTeams, Budget: opts.Budget,
@@ -315,27 +356,19 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 		}
 		return nil, err
 	}
-	start := client.StartWorkflowOptions{
-		ID:            run.WorkflowID,
-		TaskQueue:     r.TaskQueue,
-		StaticSummary: h.Name + ": " + oneLine(task, 200),
-		StaticDetails: fmt.Sprintf("Run %s. Hierarchy %s (%s), %d teams, %s.\n\nTask: %s", run.PublicID, h.Name, h.ID, len(h.Teams), h.ExecutionMode, task),
+	p := &preparedRun{
+		run:     run,
+		summary: h.Name + ": " + oneLine(task, 200),
+		details: fmt.Sprintf("Run %s. Hierarchy %s (%s), %d teams, %s.\n\nTask: %s", run.PublicID, h.Name, h.ID, len(h.Teams), h.ExecutionMode, task),
+		input:   models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(tenant, opts, firstNonEmpty(run.ThreadID, run.PublicID)), AnswerMessageID: opts.MessageID, OfflineAgents: offline, Previous: previous},
 	}
 	if previous != nil {
-		start.StaticDetails += fmt.Sprintf("\n\nFollows up run %s (thread %s).", previous.RunID, previous.ThreadID)
+		p.details += fmt.Sprintf("\n\nFollows up run %s (thread %s).", previous.RunID, previous.ThreadID)
 	}
-	start.TypedSearchAttributes = r.startSearchAttributes(h, tenant, "")
-	_, err = r.Temporal.ExecuteWorkflow(ctx, start, models.RunWorkflowName, models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(tenant, opts, firstNonEmpty(run.ThreadID, run.PublicID)), AnswerMessageID: opts.MessageID, OfflineAgents: offline, Previous: previous})
-	if err != nil {
-		_ = r.Store.DeleteRun(context.WithoutCancel(ctx), id)
-		var started *serviceerror.WorkflowExecutionAlreadyStarted
-		if errors.As(err, &started) {
-			// A caller-set id whose workflow exists (its run row was removed).
-			return nil, &models.Error{Code: models.CodeAlreadyExists, Field: opts.runField, Message: fmt.Sprintf("%s %q is taken", firstNonEmpty(opts.runField, "run id"), run.PublicID), Err: err}
-		}
-		return nil, &models.Error{Code: models.CodeUnavailable, Message: "could not start the run's workflow: Temporal is unavailable", Err: err}
+	if opts.ScheduleID != "" {
+		p.details += fmt.Sprintf("\n\nStarted by schedule %s.", opts.ScheduleID)
 	}
-	return run, nil
+	return p, nil
 }
 
 // startSearchAttributes are the search attributes a run's workflow starts
@@ -622,6 +655,8 @@ type listRunsInput struct {
 	ThreadID    string `json:"thread_id"`
 	// ForkedFrom lists the forks of a run (runs/fork).
 	ForkedFrom string `json:"forked_from"`
+	// ScheduleID lists the runs a schedule started (schedules/create).
+	ScheduleID string `json:"schedule_id"`
 }
 
 func (s *Server) listRuns(c *gin.Context) {
@@ -635,7 +670,7 @@ func (s *Server) listRuns(c *gin.Context) {
 		return
 	}
 	f.Tenant = tenantFilter(c.Request.Context())
-	runs, total, err := s.store.ListRuns(c.Request.Context(), store.RunFilter{ListFilter: f, HierarchyID: strings.TrimSpace(in.HierarchyID), Status: in.Status, ThreadID: strings.TrimSpace(in.ThreadID), ForkedFrom: strings.TrimSpace(in.ForkedFrom)})
+	runs, total, err := s.store.ListRuns(c.Request.Context(), store.RunFilter{ListFilter: f, HierarchyID: strings.TrimSpace(in.HierarchyID), Status: in.Status, ThreadID: strings.TrimSpace(in.ThreadID), ForkedFrom: strings.TrimSpace(in.ForkedFrom), ScheduleID: strings.TrimSpace(in.ScheduleID)})
 	if err != nil {
 		s.writeError(c, err)
 		return

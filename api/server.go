@@ -211,6 +211,16 @@ func NewServer(opts Options) *Server {
 
 	v1.POST("/artifacts/list", s.listArtifacts)
 
+	sch := v1.Group("/schedules", s.requireRuns)
+	sch.POST("/create", s.idempotentCreate("schedules/create"), s.createSchedule)
+	sch.POST("/list", s.listSchedules)
+	sch.POST("/get", s.getSchedule)
+	sch.POST("/pause", s.pauseSchedule)
+	sch.POST("/unpause", s.unpauseSchedule)
+	sch.POST("/trigger", s.triggerSchedule)
+	sch.POST("/update", s.updateSchedule)
+	sch.POST("/delete", s.deleteSchedule)
+
 	mcp := v1.Group("/mcp-servers")
 	mcp.POST("/create", s.idempotentCreate("mcp-servers/create"), s.createMCPServer)
 	mcp.POST("/get", s.getMCPServer)

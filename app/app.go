@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -228,7 +229,18 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 	if r, ok := router.(*llm.Router); ok {
 		ObserveCircuits(o.metrics, r.Breaker())
 	}
-	return worker.New(tc, acts, worker.Options{TaskQueue: cfg.TaskQueue, StopTimeout: DrainTimeout(cfg.ShutdownTimeout)})
+	w := worker.New(tc, acts, worker.Options{TaskQueue: cfg.TaskQueue, StopTimeout: DrainTimeout(cfg.ShutdownTimeout)})
+	// Schedules' actions store their runs here, with runs/start's checks
+	// (docs/schedules.md): the worker runs them, whether or not an API
+	// process is up when a schedule fires.
+	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg), MaxConcurrentRuns: cfg.MaxConcurrentRunsPerTenant, Metrics: o.metrics}
+	runs.Options.SearchAttributes, runs.TenantSearchAttribute, runs.Options.UsageSearchAttributes, runs.ForkSearchAttribute = useSearchAttributes(cfg, log, tc)
+	if r, ok := router.(*llm.Router); ok {
+		runs.Models = r
+	}
+	starts := &api.ScheduledStarts{Runs: runs}
+	w.RegisterActivityWithOptions(starts.PrepareScheduledRun, activity.RegisterOptions{Name: models.ActivityPrepareScheduledRun})
+	return w
 }
 
 // NewAPI builds the HTTP API. router checks runs' models before they start

@@ -117,6 +117,8 @@ type accessFixture struct {
 	artifact string
 	// mcpServer and mcpServerToDelete are MCP servers of the tenant.
 	mcpServer, mcpServerToDelete string
+	// schedule and scheduleToDelete are paused schedules of hierarchy.
+	schedule, scheduleToDelete string
 }
 
 // routeCase builds the request a route test sends for one route: its path
@@ -140,6 +142,9 @@ func routeCases() map[string]routeCase {
 	}
 	runBody := func(path string) routeCase {
 		return obj(func(f accessFixture) (string, any) { return e + path, map[string]any{"id": f.run} })
+	}
+	scheduleBody := func(path string) routeCase {
+		return obj(func(f accessFixture) (string, any) { return e + path, map[string]any{"id": f.schedule} })
 	}
 	hier := accessHierarchy("created-by-route-test")
 	return map[string]routeCase{
@@ -249,6 +254,23 @@ func routeCases() map[string]routeCase {
 		}),
 		"POST " + e + "/mcp-servers/list": {list: true, build: body(e+"/mcp-servers/list", map[string]any{})},
 
+		"POST " + e + "/schedules/create": obj(func(f accessFixture) (string, any) {
+			return e + "/schedules/create", map[string]any{"hierarchy_id": f.hierarchy, "task": "route test", "cron": []string{"0 0 1 1 *"}, "paused": true}
+		}),
+		"POST " + e + "/schedules/list":    {list: true, build: body(e+"/schedules/list", map[string]any{})},
+		"POST " + e + "/schedules/get":     scheduleBody("/schedules/get"),
+		"POST " + e + "/schedules/pause":   scheduleBody("/schedules/pause"),
+		"POST " + e + "/schedules/unpause": scheduleBody("/schedules/unpause"),
+		// Trigger takes an action now, paused or not; the run is a quick
+		// one.
+		"POST " + e + "/schedules/trigger": scheduleBody("/schedules/trigger"),
+		"POST " + e + "/schedules/update": obj(func(f accessFixture) (string, any) {
+			return e + "/schedules/update", map[string]any{"id": f.schedule, "task": "route test update"}
+		}),
+		"POST " + e + "/schedules/delete": obj(func(f accessFixture) (string, any) {
+			return e + "/schedules/delete", map[string]any{"id": f.scheduleToDelete}
+		}),
+
 		// The MCP server (its own tenancy is TestMCPServerWithTheSDKClient's):
 		// without a session or the SSE Accept header, the transport answers
 		// 400 to the right key, after access control has let it in.
@@ -352,6 +374,18 @@ func (e *testEnv) setUpTenant(key string, admin string) accessFixture {
 	f.mcpServer = mcp.ID
 	e.mustCall("POST", "/api/executor/v1/mcp-servers/create", key, map[string]any{"name": "doomed-docs", "url": "https://example.com/mcp"}, &mcp)
 	f.mcpServerToDelete = mcp.ID
+	var sc struct {
+		ID string `json:"id"`
+	}
+	schedule := map[string]any{"hierarchy_id": f.hierarchy, "task": "fixture", "cron": []string{"0 0 1 1 *"}, "paused": true}
+	e.mustCall("POST", "/api/executor/v1/schedules/create", key, schedule, &sc)
+	f.schedule = sc.ID
+	e.mustCall("POST", "/api/executor/v1/schedules/create", key, schedule, &sc)
+	f.scheduleToDelete = sc.ID
+	e.t.Cleanup(func() {
+		e.call("POST", "/api/executor/v1/schedules/delete", key, map[string]any{"id": f.schedule})
+		e.call("POST", "/api/executor/v1/schedules/delete", key, map[string]any{"id": f.scheduleToDelete})
+	})
 	var run struct {
 		ID string `json:"id"`
 	}
@@ -452,7 +486,7 @@ func TestAccessRouteTable(t *testing.T) {
 				if status != http.StatusOK {
 					t.Errorf("tenant B's list: %d %s", status, raw)
 				}
-				for _, id := range []string{fa.hierarchy, fa.run, fa.subAgent, fa.v1Team, fa.mcpServer} {
+				for _, id := range []string{fa.hierarchy, fa.run, fa.subAgent, fa.v1Team, fa.mcpServer, fa.schedule} {
 					if bytes.Contains(raw, []byte(id)) {
 						t.Errorf("tenant B's list shows tenant A's %s: %s", id, raw)
 					}

@@ -136,6 +136,34 @@ func TestRecordReplayHistories(t *testing.T) {
 		e.waitRun(out.ID, time.Minute)
 		e.exportRun(t, out.ID, dir("followup"))
 	})
+	t.Run("scheduled", func(t *testing.T) {
+		// A schedule's action (issue 26): the scheduled start, whose
+		// child is the run.
+		e := newEnv(t, accessRules())
+		sc := e.createSchedule(map[string]any{"hierarchy_id": e.createHierarchy(accessHierarchy("scheduled")), "task": "record a scheduled run", "cron": []string{"0 0 1 1 *"}, "paused": true})
+		t.Cleanup(func() { e.post("/schedules/delete", map[string]any{"id": sc.ID}) })
+		e.mustPost("/schedules/trigger", map[string]any{"id": sc.ID}, nil)
+		waitFor(t, time.Minute, "the scheduled run", func() bool { return countStatus(e.scheduleRuns(sc.ID), models.RunCompleted) == 1 })
+		run := e.scheduleRuns(sc.ID)[0]
+		e.exportRun(t, run.ID, dir("scheduled"))
+		var parent string
+		waitFor(t, 30*time.Second, "the scheduled start to close", func() bool {
+			desc, err := e.temporal.DescribeWorkflowExecution(context.Background(), run.WorkflowID, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			parent = desc.GetWorkflowExecutionInfo().GetParentExecution().GetWorkflowId()
+			p, err := e.temporal.DescribeWorkflowExecution(context.Background(), parent, "")
+			return err == nil && p.GetWorkflowExecutionInfo().GetCloseTime() != nil
+		})
+		out, err := exec.Command(temporalCLI, "workflow", "show", "--workflow-id", parent, "--address", e.cfg.TemporalAddress, "--output", "json").Output()
+		if err != nil {
+			t.Fatalf("temporal workflow show %s: %v", parent, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir("scheduled"), "scheduled-start.json"), out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
 	t.Run("approvals", func(t *testing.T) {
 		// The analyst's turn approved with an edited instruction, the
 		// writer's rejected.

@@ -93,13 +93,17 @@ var CodeArtifactTooLarge = Code{"ARTIFACT_TOO_LARGE", 41301, 413}
 // exist or belongs to another tenant (the two are answered alike).
 var CodeMCPServerNotFound = Code{"MCP_SERVER_NOT_FOUND", 40406, 404}
 
+// CodeScheduleNotFound answers a schedule id that does not exist or
+// belongs to another tenant (the two are answered alike).
+var CodeScheduleNotFound = Code{"SCHEDULE_NOT_FOUND", 40407, 404}
+
 // AllCodes lists the vocabulary in the order docs/errors.md documents it.
 func AllCodes() []Code {
 	return []Code{
 		CodeInvalidParameters, CodeInvalidConfig, CodeInvalidDependencies,
 		CodeProviderNotSupported, CodeMissingAPIKey, CodeSequenceNotForkable,
 		CodeInvalidAPIKey, CodeBudgetExceeded, CodePermissionDenied,
-		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeArtifactNotFound, CodeMCPServerNotFound, CodeRouteNotFound,
+		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeArtifactNotFound, CodeMCPServerNotFound, CodeScheduleNotFound, CodeRouteNotFound,
 		CodeExecutionInProgress, CodeExecutionFinished, CodeTeamNotRunning, CodeStreamingDisabled, CodeAlreadyExists, CodeIdempotencyKeyReused, CodeResourceLimitExceeded, CodeArtifactTooLarge,
 		CodeUnsupportedMediaType, CodeRateLimited,
 		CodeSystemError, CodeExecutionFailed, CodeProviderKeyRejected, CodeUnavailable, CodeExecutionTimeout,
@@ -159,6 +163,10 @@ const (
 	ErrApprovalUnknown = "ApprovalUnknown"
 	// ErrPauseRefused: a pause or resume of a run that cannot take it.
 	ErrPauseRefused = "PauseRefused"
+	// ErrScheduledStartRefused: a schedule's action could not start its
+	// run (the schedule or hierarchy is gone, or runs/start's checks
+	// refused it); not retried: the schedule's next action tries again.
+	ErrScheduledStartRefused = "ScheduledStartRefused"
 )
 
 // AllFailureTypes lists every failure type a run's activities and
@@ -173,6 +181,7 @@ func AllFailureTypes() []string {
 		ErrTeamFailed, ErrForkSeed,
 		ErrSteerRefused, ErrTeamNotRunning, ErrUnknownTeam, ErrUnknownAgent,
 		ErrApprovalRefused, ErrApprovalUnknown, ErrPauseRefused,
+		ErrScheduledStartRefused,
 		CodeExecutionTimeout.Name, CodeBudgetExceeded.Name,
 		ErrA2ATaskFailed, ErrA2ARefused, ErrA2AUnavailable,
 	}

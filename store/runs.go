@@ -24,6 +24,7 @@ type runRow struct {
 	Task          string
 	ThreadID      string
 	PreviousRunID string
+	ScheduleID    string
 	// HierarchySnapshot is the hierarchy the run ran (JSON) and
 	// ExecutionConfig its execution_config (JSON); a fork starts from them.
 	HierarchySnapshot  string
@@ -65,6 +66,9 @@ type Run struct {
 	// PreviousRunID is the public id of the run this one follows up (of
 	// the same tenant); empty for the first run of a thread.
 	PreviousRunID string `json:"previous_run_id,omitempty"`
+	// ScheduleID names the schedule that started the run (schedules/create);
+	// empty for a run started by a client.
+	ScheduleID string `json:"schedule_id,omitempty"`
 	// ForkedFrom names the run (by public id, of the same tenant) and the
 	// event this run was forked from (runs/fork); nil for a run that is no
 	// fork.
@@ -165,7 +169,7 @@ func newPendingRunRow(r *Run) (runRow, error) {
 	}
 	row := runRow{
 		ID: r.ID, PublicID: r.PublicID, TenantID: r.TenantID, HierarchyID: r.HierarchyID, HierarchyName: r.HierarchyName, TotalTeams: r.TotalTeams, WorkflowID: r.WorkflowID,
-		Task: r.Task, ThreadID: r.ThreadID, PreviousRunID: r.PreviousRunID, Status: r.Status, CreatedAt: now, UpdatedAt: now,
+		Task: r.Task, ThreadID: r.ThreadID, PreviousRunID: r.PreviousRunID, ScheduleID: r.ScheduleID, Status: r.Status, CreatedAt: now, UpdatedAt: now,
 	}
 	if r.Hierarchy != nil {
 		raw, err := json.Marshal(r.Hierarchy)
@@ -246,6 +250,8 @@ type RunFilter struct {
 	ThreadID string
 	// ForkedFrom selects the forks of one run.
 	ForkedFrom string
+	// ScheduleID selects the runs one schedule started.
+	ScheduleID string
 }
 
 // ListRuns returns one page of runs, newest first, and the total count.
@@ -262,6 +268,9 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]*Run, int64, error
 	}
 	if f.ForkedFrom != "" {
 		q = q.Where("forked_from_run_id = ?", f.ForkedFrom)
+	}
+	if f.ScheduleID != "" {
+		q = q.Where("schedule_id = ?", f.ScheduleID)
 	}
 	var total int64
 	if err := q.Count(&total).Error; err != nil {
@@ -361,7 +370,7 @@ func (s *Store) UpdateRunStatus(ctx context.Context, u models.RunStatusUpdate) (
 func (row runRow) toRun() (*Run, error) {
 	r := &Run{
 		ID: row.ID, PublicID: row.PublicID, TenantID: row.TenantID, HierarchyID: row.HierarchyID, HierarchyName: row.HierarchyName, TotalTeams: row.TotalTeams, WorkflowID: row.WorkflowID,
-		Task: row.Task, ThreadID: row.ThreadID, PreviousRunID: row.PreviousRunID, Status: row.Status, FinalAnswer: row.FinalAnswer, Error: row.Error,
+		Task: row.Task, ThreadID: row.ThreadID, PreviousRunID: row.PreviousRunID, ScheduleID: row.ScheduleID, Status: row.Status, FinalAnswer: row.FinalAnswer, Error: row.Error,
 		CreatedAt: row.CreatedAt.UTC(), StartedAt: utcPtr(row.StartedAt), CompletedAt: utcPtr(row.CompletedAt), UpdatedAt: row.UpdatedAt.UTC(),
 	}
 	if r.PublicID == "" {
