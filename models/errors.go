@@ -93,13 +93,17 @@ var CodeArtifactTooLarge = Code{"ARTIFACT_TOO_LARGE", 41301, 413}
 // exist or belongs to another tenant (the two are answered alike).
 var CodeMCPServerNotFound = Code{"MCP_SERVER_NOT_FOUND", 40406, 404}
 
+// CodeWebhookNotFound answers a webhook endpoint or delivery id that does
+// not exist or belongs to another tenant (the two are answered alike).
+var CodeWebhookNotFound = Code{"WEBHOOK_NOT_FOUND", 40408, 404}
+
 // AllCodes lists the vocabulary in the order docs/errors.md documents it.
 func AllCodes() []Code {
 	return []Code{
 		CodeInvalidParameters, CodeInvalidConfig, CodeInvalidDependencies,
 		CodeProviderNotSupported, CodeMissingAPIKey, CodeSequenceNotForkable,
 		CodeInvalidAPIKey, CodeBudgetExceeded, CodePermissionDenied,
-		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeArtifactNotFound, CodeMCPServerNotFound, CodeRouteNotFound,
+		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeArtifactNotFound, CodeMCPServerNotFound, CodeWebhookNotFound, CodeRouteNotFound,
 		CodeExecutionInProgress, CodeExecutionFinished, CodeTeamNotRunning, CodeStreamingDisabled, CodeAlreadyExists, CodeIdempotencyKeyReused, CodeResourceLimitExceeded, CodeArtifactTooLarge,
 		CodeUnsupportedMediaType, CodeRateLimited,
 		CodeSystemError, CodeExecutionFailed, CodeProviderKeyRejected, CodeUnavailable, CodeExecutionTimeout,

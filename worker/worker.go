@@ -65,4 +65,5 @@ func RegisterWorkflows(r interface {
 	r.RegisterWorkflowWithOptions(workflows.TeamWorkflow, workflow.RegisterOptions{Name: models.TeamWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.SubAgentWorkflow, workflow.RegisterOptions{Name: models.SubAgentWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.FormatResultsWorkflow, workflow.RegisterOptions{Name: models.FormatResultsWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.WebhookDeliveryWorkflow, workflow.RegisterOptions{Name: models.WebhookDeliveryWorkflowName})
 }
