@@ -30,10 +30,6 @@ type Webhooks struct {
 	HTTP *http.Client
 }
 
-// Failure type of a delivery that retrying cannot help (the network guard
-// refused the address, the endpoint is gone or disabled).
-const failWebhookRefused = "WEBHOOK_REFUSED"
-
 // queueWebhooks records and queues a delivery for every event of events
 // (one run's, stored just before) that an enabled endpoint of the run's
 // tenant wants. It waits for the database and Temporal only, never for a
@@ -94,7 +90,7 @@ func (a *Activities) DeliverWebhook(ctx context.Context, id string) error {
 	d, err := a.Store.GetWebhookDelivery(ctx, "", id)
 	if err != nil {
 		if models.ErrorCode(err) == models.CodeWebhookNotFound {
-			return temporal.NewNonRetryableApplicationError("the delivery was deleted", failWebhookRefused, nil)
+			return temporal.NewNonRetryableApplicationError("the delivery was deleted", models.ErrWebhookRefused, nil)
 		}
 		return err
 	}
@@ -104,14 +100,14 @@ func (a *Activities) DeliverWebhook(ctx context.Context, id string) error {
 	ep, err := a.Store.GetWebhookEndpoint(ctx, "", d.EndpointID)
 	if err != nil {
 		if models.ErrorCode(err) == models.CodeWebhookNotFound {
-			return temporal.NewNonRetryableApplicationError("the endpoint was deleted", failWebhookRefused, nil)
+			return temporal.NewNonRetryableApplicationError("the endpoint was deleted", models.ErrWebhookRefused, nil)
 		}
 		return err
 	}
 	if !ep.Enabled {
 		msg := "the endpoint is disabled"
 		_ = a.Store.RecordWebhookAttempt(ctx, id, false, 0, msg)
-		return temporal.NewNonRetryableApplicationError(msg, failWebhookRefused, nil)
+		return temporal.NewNonRetryableApplicationError(msg, models.ErrWebhookRefused, nil)
 	}
 	secret, err := a.Store.WebhookSecret(ctx, ep.ID)
 	if err != nil {
@@ -130,9 +126,9 @@ func (a *Activities) DeliverWebhook(ctx context.Context, id string) error {
 	if sendErr != nil {
 		a.logger(ctx).Info("webhook delivery attempt failed", "delivery_id", id, "endpoint_id", ep.ID, "run_id", d.RunID, "status", status, "error", msg)
 		if tools.IsBlocked(sendErr) {
-			return temporal.NewNonRetryableApplicationError(msg, failWebhookRefused, nil)
+			return temporal.NewNonRetryableApplicationError(msg, models.ErrWebhookRefused, nil)
 		}
-		return temporal.NewApplicationError(msg, "WEBHOOK_DELIVERY_FAILED")
+		return temporal.NewApplicationError(msg, models.ErrWebhookFailed)
 	}
 	return nil
 }

@@ -255,11 +255,16 @@ func (s *Server) redeliverWebhook(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	ctx := c.Request.Context()
+	// Another tenant's delivery is unknown, whatever this process serves.
+	if _, err := s.store.GetWebhookDelivery(ctx, webhookTenant(c), id); err != nil {
+		s.writeError(c, err)
+		return
+	}
 	if s.webhooks == nil {
 		s.writeError(c, models.Errorf(models.CodeUnavailable, "webhook deliveries are not served by this process"))
 		return
 	}
-	ctx := c.Request.Context()
 	d, err := s.store.ResetWebhookDelivery(ctx, webhookTenant(c), id)
 	if err != nil {
 		s.writeError(c, err)

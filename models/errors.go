@@ -163,6 +163,13 @@ const (
 	ErrApprovalUnknown = "ApprovalUnknown"
 	// ErrPauseRefused: a pause or resume of a run that cannot take it.
 	ErrPauseRefused = "PauseRefused"
+	// ErrWebhookFailed: a webhook delivery attempt got no 2xx answer (or
+	// none at all); retried until WEBHOOK_RETRY_FOR closes.
+	ErrWebhookFailed = "WebhookDeliveryFailed"
+	// ErrWebhookRefused: a webhook delivery that no retry can help (the
+	// network guard refused the address; the endpoint is disabled or
+	// deleted). Not retried.
+	ErrWebhookRefused = "WebhookRefused"
 )
 
 // AllFailureTypes lists every failure type a run's activities and
@@ -177,6 +184,7 @@ func AllFailureTypes() []string {
 		ErrTeamFailed, ErrForkSeed,
 		ErrSteerRefused, ErrTeamNotRunning, ErrUnknownTeam, ErrUnknownAgent,
 		ErrApprovalRefused, ErrApprovalUnknown, ErrPauseRefused,
+		ErrWebhookFailed, ErrWebhookRefused,
 		CodeExecutionTimeout.Name, CodeBudgetExceeded.Name,
 	}
 }

@@ -45,7 +45,7 @@ func WebhookDeliveryWorkflow(ctx workflow.Context, in models.WebhookDeliveryInpu
 			InitialInterval:        time.Second,
 			BackoffCoefficient:     2,
 			MaximumInterval:        in.MaxInterval,
-			NonRetryableErrorTypes: []string{"WEBHOOK_REFUSED"},
+			NonRetryableErrorTypes: []string{models.ErrWebhookRefused},
 		},
 	})
 	fctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
