@@ -3,13 +3,11 @@ package activities
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	neturl "net/url"
-	"slices"
 	"strconv"
 	"time"
 
@@ -30,55 +28,13 @@ type Webhooks struct {
 	HTTP *http.Client
 }
 
-// queueWebhooks records and queues a delivery for every event of events
-// (one run's, stored just before) that an enabled endpoint of the run's
-// tenant wants. It waits for the database and Temporal only, never for a
-// receiver. A delivery recorded or queued twice (a retried activity) is
-// recorded once, and delivered once: the delivery activity skips one that
-// is delivered.
+// queueWebhooks records and queues the webhook deliveries of events,
+// which PersistEvents has just stored (see webhooks.Dispatch).
 func (a *Activities) queueWebhooks(ctx context.Context, events []models.Event) error {
-	if a.Webhooks == nil || len(events) == 0 {
+	if a.Webhooks == nil {
 		return nil
 	}
-	var hits []models.Event
-	for _, ev := range events {
-		if models.WebhookEventType(ev) != "" {
-			hits = append(hits, ev)
-		}
-	}
-	if len(hits) == 0 {
-		return nil
-	}
-	run, err := a.Store.GetRun(ctx, hits[0].RunID)
-	if err != nil {
-		return err
-	}
-	endpoints, err := a.Store.WebhookEndpointsFor(ctx, run.TenantID)
-	if err != nil || len(endpoints) == 0 {
-		return err
-	}
-	for _, ep := range endpoints {
-		for _, ev := range hits {
-			typ := models.WebhookEventType(ev)
-			if !slices.Contains(ep.Events, typ) {
-				continue
-			}
-			ev.RunID = run.PublicID
-			body, err := json.Marshal(models.WebhookPayload{Type: typ, Timestamp: ev.Timestamp, Data: ev})
-			if err != nil {
-				return err
-			}
-			d := &store.WebhookDelivery{ID: store.WebhookDeliveryID(ep.ID, run.PublicID, ev.Sequence), TenantID: run.TenantID,
-				EndpointID: ep.ID, RunID: run.PublicID, Sequence: ev.Sequence, EventType: typ, Payload: string(body)}
-			if err := a.Store.InsertWebhookDelivery(ctx, d); err != nil {
-				return fmt.Errorf("record webhook delivery: %w", err)
-			}
-			if err := a.Webhooks.Queue.Enqueue(ctx, ep.ID, run.PublicID, d.ID); err != nil {
-				return fmt.Errorf("queue webhook delivery: %w", err)
-			}
-		}
-	}
-	return nil
+	return webhooks.Dispatch(ctx, a.Store, a.Webhooks.Queue, events)
 }
 
 // DeliverWebhook sends delivery id to its endpoint once: signed, within

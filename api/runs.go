@@ -18,6 +18,7 @@ import (
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
 	"github.com/op-stack/executor/telemetry"
+	"github.com/op-stack/executor/webhooks"
 )
 
 type startInput struct {
@@ -224,6 +225,9 @@ type Runs struct {
 	// Metrics counts the runs Reconcile ends (terminated or timed-out
 	// workflows, which no worker counts); nil counts nothing.
 	Metrics *telemetry.Metrics
+	// Webhooks queues the webhook deliveries of the events Reconcile
+	// stores (no workflow announced them); nil queues none.
+	Webhooks *webhooks.Queue
 }
 
 // ModelChecker resolves an agent's model as the worker will

@@ -255,6 +255,7 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 		runs.Models = router
 	}
 	runs.Metrics = o.metrics
+	runs.Webhooks = WebhookQueue(cfg, tc)
 	var circuits func() map[string]any
 	if router != nil {
 		circuits = CircuitInfo(router.Breaker())

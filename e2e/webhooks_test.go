@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/op-stack/executor/config"
+	"github.com/op-stack/executor/llm/llmfake"
 	"github.com/op-stack/executor/models"
 )
 
@@ -354,6 +356,74 @@ func TestWebhookReceiverThatNeverAnswers(t *testing.T) {
 	for _, r := range reqs {
 		if r.ID != d.ID || r.Verified != nil || r.Type != models.WebhookRunCompleted || r.RunID != id {
 			t.Errorf("receiver got %+v", r)
+		}
+	}
+}
+
+// TestWebhookToAPrivateAddressIsRefused: without WEBHOOKS_ALLOW_PRIVATE, a
+// delivery to a loopback receiver is refused by the network guard on its
+// first attempt, not retried, recorded as failed with why, and the
+// receiver gets nothing; the run is not affected.
+func TestWebhookToAPrivateAddressIsRefused(t *testing.T) {
+	e := newEnv(t, budgetRules(), withConfig(func(c *config.Config) { c.MCPSecretKey = webhookSecretKey(t) }))
+	recv := &hookReceiver{answer: func() int { return http.StatusOK }}
+	srv := httptest.NewServer(recv)
+	t.Cleanup(srv.Close)
+	e.createWebhook(srv.URL, models.WebhookRunStarted)
+	id := e.startRun(e.createHierarchy(referenceHierarchy()), "budget")
+	if v := e.waitRun(id, time.Minute); v.Status != models.RunCompleted {
+		t.Fatalf("run ended %s: %s", v.Status, v.Error)
+	}
+	var failed []models.WebhookDelivery
+	waitFor(t, 30*time.Second, "the delivery refused", func() bool {
+		failed = e.webhookDeliveries(map[string]any{"run_id": id, "status": "failed"})
+		return len(failed) == 1
+	})
+	if d := failed[0]; d.Attempts != 1 || !strings.Contains(d.LastError, "not allowed") {
+		t.Errorf("refused delivery = %+v", d)
+	}
+	if got := recv.requests(); len(got) != 0 {
+		t.Errorf("the private receiver got %+v", got)
+	}
+}
+
+// TestWebhookOfATerminatedRun: a run whose workflow an operator terminates
+// ends through the API's reconciliation, not its own code; its endpoint
+// still gets run.started and then run.failed, once each, in order.
+func TestWebhookOfATerminatedRun(t *testing.T) {
+	e := newEnv(t, referenceRules(map[string][]llmfake.Response{"W-SEARCHER": {{Hang: true}}}), withConfig(func(c *config.Config) {
+		c.MCPSecretKey, c.WebhooksAllowPrivate = webhookSecretKey(t), true
+	}))
+	recv := &hookReceiver{answer: func() int { return http.StatusOK }}
+	srv := httptest.NewServer(recv)
+	t.Cleanup(srv.Close)
+	ep := e.createWebhook(srv.URL)
+	recv.mu.Lock()
+	recv.secret = ep.Secret
+	recv.mu.Unlock()
+	id := e.startRun(e.createHierarchy(referenceHierarchy()), "to be terminated")
+	waitFor(t, 30*time.Second, "the searcher's call", func() bool { return len(callsMatching(e.fake.Calls(), "W-SEARCHER")) > 0 })
+	out, err := exec.Command(temporalCLI, "workflow", "terminate", "--workflow-id", models.RunWorkflowID(id),
+		"--reason", "operator stop", "--address", e.cfg.TemporalAddress).CombinedOutput()
+	if err != nil {
+		t.Fatalf("temporal workflow terminate: %v\n%s", err, out)
+	}
+	if v := e.waitRun(id, 30*time.Second); v.Status != models.RunFailed {
+		t.Fatalf("run = %s %q", v.Status, v.Error)
+	}
+	e.getRun(id) // read again: reconciled once, announced once
+	waitFor(t, 30*time.Second, "run.failed", func() bool {
+		firsts, _ := recv.accepted()
+		return len(firsts) >= 2
+	})
+	time.Sleep(time.Second) // nothing more comes
+	firsts, dups := recv.accepted()
+	if len(firsts) != 2 || firsts[0].Type != models.WebhookRunStarted || firsts[1].Type != models.WebhookRunFailed || dups != 0 {
+		t.Fatalf("receiver accepted %+v (%d duplicates)", firsts, dups)
+	}
+	for _, h := range recv.requests() {
+		if h.Verified != nil || h.RunID != id {
+			t.Errorf("request %+v", h)
 		}
 	}
 }
