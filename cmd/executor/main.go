@@ -10,6 +10,7 @@
 //	executor hierarchies create|get|list    a client of the API's hierarchies
 //	executor runs start|follow|get|list|events|cancel   a client of the API's runs
 //	executor mcp-servers create|get|list|update|delete  a client of the API's MCP servers
+//	executor webhooks create|get|list|update|delete|deliveries|redeliver  a client of the API's webhooks
 //
 // Every command takes --help. The commands are built with cobra; flags
 // written Go-style with one dash (-role worker) are still accepted.
@@ -81,7 +82,7 @@ func newRootCommand() *cobra.Command {
 		Short: "Run hierarchical teams of LLM agents as durable Temporal workflows",
 		Long: `executor is op-stack-executor in one binary: the service (serve, dev), its
 operator commands (migrate, replay, apikeys) and a client of its HTTP API
-(hierarchies, runs, mcp-servers).
+(hierarchies, runs, mcp-servers, webhooks).
 
 The service is configured by environment variables (docs/configuration.md).
 The client commands find the API at EXECUTOR_URL (default
@@ -100,7 +101,7 @@ http://127.0.0.1:8080) with the key in EXECUTOR_API_KEY, or --url and
 		c.GroupID = "service"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newHierarchiesCommand(), newRunsCommand(), newMCPServersCommand()} {
+	for _, c := range []*cobra.Command{newHierarchiesCommand(), newRunsCommand(), newMCPServersCommand(), newWebhooksCommand()} {
 		c.GroupID = "client"
 		root.AddCommand(c)
 	}
