@@ -35,6 +35,9 @@ type startInput struct {
 	// PreviousRunID makes the run a follow-up of a finished run of the
 	// same hierarchy (see previousRun).
 	PreviousRunID *string `json:"previous_run_id"`
+	// Webhook is an optional one-off endpoint of this run only
+	// (docs/webhooks.md).
+	Webhook *models.RunWebhookInput `json:"webhook"`
 }
 
 // Caller-set ids (spec 003): letters, digits, '_', '-' and '.', starting
@@ -151,6 +154,9 @@ func (s *Server) startRun(c *gin.Context) {
 	if err == nil {
 		opts.Previous, err = s.previousRun(ctx, "previous_run_id", in.PreviousRunID, h)
 	}
+	if err == nil && in.Webhook != nil {
+		opts.Webhook, opts.WebhookSecret, err = checkRunWebhook(*in.Webhook)
+	}
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -257,6 +263,10 @@ type StartOptions struct {
 	// StreamEvents and SaveIntermediateResults are spec 001's
 	// execution_config settings (nil: not given), kept with the run.
 	StreamEvents, SaveIntermediateResults *bool
+	// Webhook is the run's one-off webhook endpoint (checked; nil: none)
+	// and WebhookSecret the secret its caller chose.
+	Webhook       *store.WebhookEndpoint
+	WebhookSecret string
 }
 
 // Start checks the agents' providers, stores a pending run and starts its
@@ -318,6 +328,16 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 			}
 		}
 		return nil, err
+	}
+	if opts.Webhook != nil {
+		// Stored before the workflow starts, so that it gets the run's
+		// first event; removed with the run if the workflow cannot start.
+		opts.Webhook.TenantID, opts.Webhook.RunID = tenant, id
+		opts.Webhook.Description = "runs/start webhook of run " + run.PublicID
+		if err := r.Store.CreateRunWebhook(ctx, opts.Webhook, opts.WebhookSecret); err != nil {
+			_ = r.Store.DeleteRun(context.WithoutCancel(ctx), id)
+			return nil, webhookSecretError(err)
+		}
 	}
 	start := client.StartWorkflowOptions{
 		ID:            run.WorkflowID,

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/base64"
 	"errors"
 	"net/url"
 	"slices"
@@ -70,6 +71,29 @@ func checkWebhook(in models.WebhookEndpointInput) (*store.WebhookEndpoint, error
 		e.Enabled = *in.Enabled
 	}
 	return e, nil
+}
+
+// checkRunWebhook validates runs/start's one-off webhook: its url and
+// events as an endpoint's (every event type when none is given), and its
+// caller-chosen secret.
+func checkRunWebhook(in models.RunWebhookInput) (*store.WebhookEndpoint, string, error) {
+	events := in.Events
+	if len(events) == 0 {
+		events = models.WebhookEventTypes()
+	}
+	e, err := checkWebhook(models.WebhookEndpointInput{URL: in.URL, Events: events})
+	var fe *models.Error
+	if errors.As(err, &fe) {
+		fe.Field, fe.Message = "webhook."+fe.Field, "webhook."+fe.Message
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	key, decErr := base64.StdEncoding.DecodeString(strings.TrimPrefix(in.Secret, "whsec_"))
+	if !strings.HasPrefix(in.Secret, "whsec_") || decErr != nil || len(key) < 24 || len(key) > 64 {
+		return nil, "", models.FieldError("webhook.secret", "must be \"whsec_\" and the base64 of 24 to 64 random bytes (e.g. \"whsec_$(openssl rand -base64 32)\")")
+	}
+	return e, in.Secret, nil
 }
 
 // webhookSecretError turns the store's refusal to seal a secret into a

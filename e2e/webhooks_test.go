@@ -427,3 +427,69 @@ func TestWebhookOfATerminatedRun(t *testing.T) {
 		}
 	}
 }
+
+// TestRunStartWebhook: runs/start's one-off "webhook" gets that run's
+// events, signed with the secret its caller chose, and no other run's; it
+// is not one of the tenant's endpoints (webhooks/list); its deliveries
+// show by run. Bad input is a 400 naming the field, and starts no run.
+func TestRunStartWebhook(t *testing.T) {
+	e := newEnv(t, budgetRules(), withConfig(func(c *config.Config) {
+		c.MCPSecretKey, c.WebhooksAllowPrivate = webhookSecretKey(t), true
+	}))
+	secret := "whsec_" + base64.StdEncoding.EncodeToString(webhookSecretKey(t))
+	recv := &hookReceiver{secret: secret, answer: func() int { return http.StatusOK }}
+	srv := httptest.NewServer(recv)
+	t.Cleanup(srv.Close)
+	hid := e.createHierarchy(referenceHierarchy())
+
+	for _, bad := range []struct {
+		webhook map[string]any
+		field   string
+	}{
+		{map[string]any{"url": srv.URL, "secret": "not-a-secret"}, "webhook.secret"},
+		{map[string]any{"url": srv.URL, "secret": "whsec_" + base64.StdEncoding.EncodeToString([]byte("short"))}, "webhook.secret"},
+		{map[string]any{"url": "ftp://x", "secret": secret}, "webhook.url"},
+		{map[string]any{"url": srv.URL, "secret": secret, "events": []string{"run.nope"}}, "webhook.events"},
+	} {
+		status, env := e.post("/runs/start", map[string]any{"hierarchy_id": hid, "task": "budget", "webhook": bad.webhook})
+		if status != http.StatusBadRequest || env.ErrorCode != models.CodeInvalidParameters.Name || !strings.Contains(env.Message, bad.field) {
+			t.Errorf("webhook %v: %d %+v, want 400 on %s", bad.webhook, status, env, bad.field)
+		}
+	}
+
+	var out struct {
+		ID string `json:"id"`
+	}
+	e.mustPost("/runs/start", map[string]any{"hierarchy_id": hid, "task": "budget", "webhook": map[string]any{
+		"url": srv.URL, "secret": secret, "events": []string{models.WebhookRunStarted, models.WebhookRunCompleted},
+	}}, &out)
+	if v := e.waitRun(out.ID, time.Minute); v.Status != models.RunCompleted {
+		t.Fatalf("run ended %s: %s", v.Status, v.Error)
+	}
+	e.fake.SetRules(budgetRules()...)
+	other := e.startRun(hid, "budget") // no webhook: the receiver hears nothing of it
+	e.waitRun(other, time.Minute)
+
+	waitFor(t, 30*time.Second, "the run's two events", func() bool {
+		firsts, _ := recv.accepted()
+		return len(firsts) >= 2
+	})
+	time.Sleep(time.Second)
+	firsts, _ := recv.accepted()
+	if len(firsts) != 2 || firsts[0].Type != models.WebhookRunStarted || firsts[1].Type != models.WebhookRunCompleted {
+		t.Fatalf("receiver accepted %+v", firsts)
+	}
+	for _, h := range recv.requests() {
+		if h.Verified != nil || h.RunID != out.ID {
+			t.Errorf("request %+v", h)
+		}
+	}
+	var list models.WebhookEndpointList
+	e.mustPost("/webhooks/list", map[string]any{}, &list)
+	if len(list.Items) != 0 {
+		t.Errorf("the run's webhook is listed as the tenant's: %+v", list.Items)
+	}
+	waitFor(t, 10*time.Second, "the deliveries recorded", func() bool {
+		return len(e.webhookDeliveries(map[string]any{"run_id": out.ID, "status": "delivered"})) == 2
+	})
+}

@@ -103,6 +103,18 @@ type WebhookEndpointInput struct {
 	RotateSecret bool `json:"rotate_secret,omitempty"`
 }
 
+// RunWebhookInput is runs/start's optional "webhook": an endpoint of that
+// run only, signed with a secret the caller chose (so that no answer has
+// to carry one).
+type RunWebhookInput struct {
+	URL string `json:"url"`
+	// Secret is a Standard Webhooks secret: "whsec_" and the base64 of 24
+	// to 64 random bytes.
+	Secret string `json:"secret"`
+	// Events defaults to every event type.
+	Events []string `json:"events,omitempty"`
+}
+
 // WebhookEndpoint is an endpoint as the API shows it. Secret is set only
 // in the answer of create (and of update with rotate_secret).
 type WebhookEndpoint struct {

@@ -24,8 +24,11 @@ import (
 // that is sealed at rest (under the MCP secret key, SetMCPSecretKey) and
 // read back only to sign (WebhookSecret).
 type WebhookEndpoint struct {
-	ID          string
-	TenantID    string
+	ID       string
+	TenantID string
+	// RunID is "" for an endpoint of the whole tenant, or the key of the
+	// one run whose runs/start named it (CreateRunWebhook).
+	RunID       string
 	URL         string
 	Description string
 	Events      []string
@@ -37,6 +40,7 @@ type WebhookEndpoint struct {
 type webhookEndpointRow struct {
 	ID          string `gorm:"primaryKey"`
 	TenantID    string
+	RunID       string
 	URL         string
 	Description string
 	Events      string
@@ -49,7 +53,7 @@ type webhookEndpointRow struct {
 func (webhookEndpointRow) TableName() string { return "webhook_endpoint" }
 
 func (r webhookEndpointRow) toEndpoint() WebhookEndpoint {
-	e := WebhookEndpoint{ID: r.ID, TenantID: r.TenantID, URL: r.URL, Description: r.Description, Enabled: r.Enabled,
+	e := WebhookEndpoint{ID: r.ID, TenantID: r.TenantID, RunID: r.RunID, URL: r.URL, Description: r.Description, Enabled: r.Enabled,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 	_ = json.Unmarshal([]byte(r.Events), &e.Events)
 	return e
@@ -150,25 +154,40 @@ func webhookNotFound(what, id string) error {
 // CreateWebhookEndpoint stores e in its tenant with a new signing secret,
 // which it returns: the only time the secret leaves the store but to sign.
 func (s *Store) CreateWebhookEndpoint(ctx context.Context, e *WebhookEndpoint) (secret string, err error) {
+	if secret, err = newWebhookSecret(); err != nil {
+		return "", err
+	}
+	e.RunID = ""
+	return secret, s.createWebhookEndpoint(ctx, e, secret)
+}
+
+// CreateRunWebhook stores the one-off endpoint of one run (e.RunID, its
+// key) with the secret its caller chose; deliveries of that run go to it
+// besides the tenant's endpoints. Lists do not show it.
+func (s *Store) CreateRunWebhook(ctx context.Context, e *WebhookEndpoint, secret string) error {
+	if e.RunID == "" {
+		return errors.New("a run's webhook needs its run")
+	}
+	return s.createWebhookEndpoint(ctx, e, secret)
+}
+
+func (s *Store) createWebhookEndpoint(ctx context.Context, e *WebhookEndpoint, secret string) error {
 	e.TenantID = tenantOr(e.TenantID)
 	if e.ID == "" {
 		e.ID = NewWebhookEndpointID()
 	}
-	if secret, err = newWebhookSecret(); err != nil {
-		return "", err
-	}
 	sealed, err := s.sealWebhookSecret(e.ID, secret)
 	if err != nil {
-		return "", err
+		return err
 	}
 	e.CreatedAt = dbTime(time.Now())
 	e.UpdatedAt = e.CreatedAt
-	row := webhookEndpointRow{ID: e.ID, TenantID: e.TenantID, URL: e.URL, Description: e.Description,
+	row := webhookEndpointRow{ID: e.ID, TenantID: e.TenantID, RunID: e.RunID, URL: e.URL, Description: e.Description,
 		Events: mustJSON(nonNil(e.Events)), Enabled: e.Enabled, Secret: sealed, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
-		return "", fmt.Errorf("insert webhook endpoint: %w", err)
+		return fmt.Errorf("insert webhook endpoint: %w", err)
 	}
-	return secret, nil
+	return nil
 }
 
 func (s *Store) webhookEndpointRow(ctx context.Context, db *gorm.DB, tenant, id string) (webhookEndpointRow, error) {
@@ -196,10 +215,10 @@ func (s *Store) GetWebhookEndpoint(ctx context.Context, tenant, id string) (*Web
 }
 
 // ListWebhookEndpoints lists tenant's endpoints, oldest first ("" lists
-// every tenant's).
+// every tenant's), but the one-off endpoints of single runs.
 func (s *Store) ListWebhookEndpoints(ctx context.Context, tenant string) ([]WebhookEndpoint, error) {
 	var rows []webhookEndpointRow
-	q := s.db.WithContext(ctx).Order("created_at, id")
+	q := s.db.WithContext(ctx).Where("run_id = ?", "").Order("created_at, id")
 	if tenant != "" {
 		q = q.Where("tenant_id = ?", tenant)
 	}
@@ -232,7 +251,8 @@ func (s *Store) UpdateWebhookEndpoint(ctx context.Context, tenant string, e *Web
 			}
 		}
 		e.TenantID, e.CreatedAt, e.UpdatedAt = old.TenantID, old.CreatedAt.UTC(), dbTime(time.Now())
-		row := webhookEndpointRow{ID: old.ID, TenantID: old.TenantID, URL: e.URL, Description: e.Description,
+		e.RunID = old.RunID
+		row := webhookEndpointRow{ID: old.ID, TenantID: old.TenantID, RunID: old.RunID, URL: e.URL, Description: e.Description,
 			Events: mustJSON(nonNil(e.Events)), Enabled: e.Enabled, Secret: sealed, CreatedAt: old.CreatedAt, UpdatedAt: e.UpdatedAt}
 		return tx.Select("*").Save(&row).Error
 	})
@@ -253,11 +273,13 @@ func (s *Store) DeleteWebhookEndpoint(ctx context.Context, tenant, id string) er
 	})
 }
 
-// WebhookEndpointsFor lists tenant's enabled endpoints (the caller picks
-// those that want an event).
-func (s *Store) WebhookEndpointsFor(ctx context.Context, tenant string) ([]WebhookEndpoint, error) {
+// WebhookEndpointsFor lists the enabled endpoints of run (its key) in
+// tenant: the tenant's and the run's own (the caller picks those that want
+// an event).
+func (s *Store) WebhookEndpointsFor(ctx context.Context, tenant, run string) ([]WebhookEndpoint, error) {
 	var rows []webhookEndpointRow
-	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND enabled = ?", tenantOr(tenant), true).Order("id").Find(&rows).Error; err != nil {
+	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND enabled = ? AND (run_id = ? OR run_id = ?)", tenantOr(tenant), true, "", run).
+		Order("id").Find(&rows).Error; err != nil {
 		return nil, err
 	}
 	out := make([]WebhookEndpoint, 0, len(rows))

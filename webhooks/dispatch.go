@@ -34,7 +34,7 @@ func Dispatch(ctx context.Context, st *store.Store, q *Queue, events []models.Ev
 	if err != nil {
 		return err
 	}
-	endpoints, err := st.WebhookEndpointsFor(ctx, run.TenantID)
+	endpoints, err := st.WebhookEndpointsFor(ctx, run.TenantID, run.ID)
 	if err != nil || len(endpoints) == 0 {
 		return err
 	}

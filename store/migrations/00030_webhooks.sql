@@ -4,9 +4,12 @@
 -- secret holds the endpoint's signing secret ("whsec_…"), sealed with
 -- AES-256-GCM under MCP_SECRET_KEY: it must be read back to sign, so it
 -- cannot be hashed. events is the JSON list of event types it wants.
+-- run_id is '' for an endpoint of the whole tenant, or the key of the one
+-- run whose runs/start named it (its one-off "webhook").
 CREATE TABLE webhook_endpoint (
     id          VARCHAR(64)  PRIMARY KEY,
     tenant_id   VARCHAR(100) NOT NULL,
+    run_id      VARCHAR(64)  NOT NULL DEFAULT '',
     url         TEXT         NOT NULL,
     description TEXT         NOT NULL DEFAULT '',
     events      TEXT         NOT NULL DEFAULT '[]',
@@ -15,7 +18,7 @@ CREATE TABLE webhook_endpoint (
     created_at  TIMESTAMPTZ  NOT NULL,
     updated_at  TIMESTAMPTZ  NOT NULL
 );
-CREATE INDEX idx_webhook_endpoint_tenant ON webhook_endpoint (tenant_id);
+CREATE INDEX idx_webhook_endpoint_tenant ON webhook_endpoint (tenant_id, run_id);
 
 -- A delivery's id is its webhook-id: derived from (endpoint, run, event
 -- sequence), so storing it twice stores it once and a redelivery keeps it.
