@@ -65,6 +65,9 @@ type Activities struct {
 	// slowUpdatesUntil (unix nanoseconds) holds batches to signals after
 	// an update was slow (see slowUpdate).
 	slowUpdatesUntil atomic.Int64
+	// Webhooks delivers run events to the tenants' webhook endpoints;
+	// nil delivers none.
+	Webhooks *Webhooks
 	// ArtifactLimits bound the files agents produce (ARTIFACT_MAX_BYTES,
 	// ARTIFACT_RUN_MAX_BYTES); zero values do not limit.
 	ArtifactLimits store.ArtifactLimits
@@ -150,7 +153,12 @@ func (a *Activities) runLogger(ctx context.Context, runID string, source models.
 // PersistEvents stores events of a run's log; storing one twice is a no-op.
 // The run's workflow calls it as a local activity.
 func (a *Activities) PersistEvents(ctx context.Context, in models.PersistEventsInput) error {
-	return a.Store.InsertEvents(ctx, in.Events)
+	if err := a.Store.InsertEvents(ctx, in.Events); err != nil {
+		return err
+	}
+	// Stored first, so a delivery never announces an event that
+	// runs/events does not have yet.
+	return a.queueWebhooks(ctx, in.Events)
 }
 
 // SaveAnswer stores what an LLM activity that deferred its writes returned:

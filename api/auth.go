@@ -150,6 +150,16 @@ func routeRules() map[string]rule {
 		"POST " + e + "/mcp-servers/update": hw,
 		"POST " + e + "/mcp-servers/delete": hw,
 
+		// Webhooks report on runs: reading them is reading runs, and
+		// managing them (or sending a delivery again) a write.
+		"POST " + e + "/webhooks/create":     rw,
+		"POST " + e + "/webhooks/get":        rr,
+		"POST " + e + "/webhooks/list":       rr,
+		"POST " + e + "/webhooks/update":     rw,
+		"POST " + e + "/webhooks/delete":     rw,
+		"POST " + e + "/webhooks/deliveries": rr,
+		"POST " + e + "/webhooks/redeliver":  rw,
+
 		// The MCP server: listing its tools (the hierarchies) needs
 		// hierarchies:read; a tool call, which starts a run, also needs
 		// runs:write (checked by mcpserve, which answers a tool error).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
+	"github.com/op-stack/executor/webhooks"
 )
 
 // reconcileTimeout bounds the Temporal calls of one reconciliation.
@@ -70,6 +71,9 @@ func (r *Runs) Reconcile(ctx context.Context, run *store.Run) (*store.Run, error
 		if err := r.Store.InsertEvents(ctx, page.Events); err != nil {
 			return run, err
 		}
+		if err := webhooks.Dispatch(ctx, r.Store, r.Webhooks, page.Events); err != nil {
+			slog.Default().WarnContext(ctx, "webhooks of a reconciled run", "run_id", run.ID, "error", err)
+		}
 		last = page.Events[len(page.Events)-1].Sequence
 		if !page.More {
 			break
@@ -84,6 +88,12 @@ func (r *Runs) Reconcile(ctx context.Context, run *store.Run) (*store.Run, error
 	}
 	if err := r.Store.InsertEvents(ctx, []models.Event{end}); err != nil {
 		return run, err
+	}
+	// No workflow stored this end, so no activity announced it: the
+	// webhooks that want run.failed are told from here. A failure to queue
+	// them does not keep the run from ending (they are logged).
+	if err := webhooks.Dispatch(ctx, r.Store, r.Webhooks, []models.Event{end}); err != nil {
+		slog.Default().WarnContext(ctx, "webhooks of a reconciled run", "run_id", run.ID, "error", err)
 	}
 	changed, err := r.Store.UpdateRunStatus(ctx, models.RunStatusUpdate{RunID: run.ID, Status: models.RunFailed, Result: run.Result, Error: msg})
 	if err != nil {

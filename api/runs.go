@@ -18,6 +18,7 @@ import (
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
 	"github.com/op-stack/executor/telemetry"
+	"github.com/op-stack/executor/webhooks"
 )
 
 type startInput struct {
@@ -34,6 +35,9 @@ type startInput struct {
 	// PreviousRunID makes the run a follow-up of a finished run of the
 	// same hierarchy (see previousRun).
 	PreviousRunID *string `json:"previous_run_id"`
+	// Webhook is an optional one-off endpoint of this run only
+	// (docs/webhooks.md).
+	Webhook *models.RunWebhookInput `json:"webhook"`
 }
 
 // Caller-set ids (spec 003): letters, digits, '_', '-' and '.', starting
@@ -150,6 +154,9 @@ func (s *Server) startRun(c *gin.Context) {
 	if err == nil {
 		opts.Previous, err = s.previousRun(ctx, "previous_run_id", in.PreviousRunID, h)
 	}
+	if err == nil && in.Webhook != nil {
+		opts.Webhook, opts.WebhookSecret, err = checkRunWebhook(*in.Webhook)
+	}
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -224,6 +231,9 @@ type Runs struct {
 	// Metrics counts the runs Reconcile ends (terminated or timed-out
 	// workflows, which no worker counts); nil counts nothing.
 	Metrics *telemetry.Metrics
+	// Webhooks queues the webhook deliveries of the events Reconcile
+	// stores (no workflow announced them); nil queues none.
+	Webhooks *webhooks.Queue
 }
 
 // ModelChecker resolves an agent's model as the worker will
@@ -258,6 +268,10 @@ type StartOptions struct {
 	// key is the run's key when the caller decides it (a scheduled
 	// start's, for retries); "" generates one.
 	key string
+	// Webhook is the run's one-off webhook endpoint (checked; nil: none)
+	// and WebhookSecret the secret its caller chose.
+	Webhook       *store.WebhookEndpoint
+	WebhookSecret string
 }
 
 // Start checks the agents' providers, stores a pending run and starts its
@@ -355,6 +369,16 @@ func (r *Runs) prepare(ctx context.Context, h *models.Hierarchy, task string, op
 			}
 		}
 		return nil, err
+	}
+	if opts.Webhook != nil {
+		// Stored before the workflow starts, so that it gets the run's
+		// first event; removed with the run if the workflow cannot start.
+		opts.Webhook.TenantID, opts.Webhook.RunID = tenant, id
+		opts.Webhook.Description = "runs/start webhook of run " + run.PublicID
+		if err := r.Store.CreateRunWebhook(ctx, opts.Webhook, opts.WebhookSecret); err != nil {
+			_ = r.Store.DeleteRun(context.WithoutCancel(ctx), id)
+			return nil, webhookSecretError(err)
+		}
 	}
 	p := &preparedRun{
 		run:     run,

@@ -20,6 +20,7 @@ import (
 	"github.com/op-stack/executor/store"
 	"github.com/op-stack/executor/stream"
 	"github.com/op-stack/executor/telemetry"
+	"github.com/op-stack/executor/webhooks"
 )
 
 // Options wires a Server.
@@ -52,6 +53,9 @@ type Options struct {
 	MCPProbe MCPProbe
 	// MCPProbeTimeout bounds a probe (DefaultMCPProbeTimeout when zero).
 	MCPProbeTimeout time.Duration
+	// Webhooks queues redeliveries (webhooks/redeliver); nil answers
+	// them 503.
+	Webhooks *webhooks.Queue
 	// Metrics counts requests by route and status and reads the event
 	// streams' gauges; nil records nothing.
 	Metrics *telemetry.Metrics
@@ -85,6 +89,7 @@ type Server struct {
 	mcpStdioCommands []string
 	mcpProbe         MCPProbe
 	mcpProbeTimeout  time.Duration
+	webhooks         *webhooks.Queue
 	metrics          *telemetry.Metrics
 	readiness        Readiness
 	access           Access
@@ -111,6 +116,7 @@ func NewServer(opts Options) *Server {
 		mcpStdioCommands: opts.MCPStdioCommands,
 		mcpProbe:         opts.MCPProbe,
 		mcpProbeTimeout:  opts.MCPProbeTimeout,
+		webhooks:         opts.Webhooks,
 		metrics:          opts.Metrics,
 		access:           opts.Access,
 		rules:            routeRules(),
@@ -227,6 +233,17 @@ func NewServer(opts Options) *Server {
 	mcp.POST("/list", s.listMCPServers)
 	mcp.POST("/update", s.updateMCPServer)
 	mcp.POST("/delete", s.deleteMCPServer)
+
+	wh := v1.Group("/webhooks")
+	// No Idempotency-Key on create: a replayed answer would have to keep
+	// the secret it shows once.
+	wh.POST("/create", s.createWebhook)
+	wh.POST("/get", s.getWebhook)
+	wh.POST("/list", s.listWebhooks)
+	wh.POST("/update", s.updateWebhook)
+	wh.POST("/delete", s.deleteWebhook)
+	wh.POST("/deliveries", s.listWebhookDeliveries)
+	wh.POST("/redeliver", s.redeliverWebhook)
 
 	// The caller's hierarchies as MCP tools (docs/mcp-server.md).
 	s.mountMCP(v1)

@@ -28,6 +28,7 @@ import (
 	"github.com/op-stack/executor/store"
 	"github.com/op-stack/executor/telemetry"
 	"github.com/op-stack/executor/tools"
+	"github.com/op-stack/executor/webhooks"
 	"github.com/op-stack/executor/worker"
 )
 
@@ -206,6 +207,16 @@ func DrainTimeout(total time.Duration) time.Duration {
 	return total - min(total/5, 5*time.Second)
 }
 
+// WebhookQueue hands webhook deliveries to their workflows on the
+// configured task queue and timings; nil without a Temporal client.
+func WebhookQueue(cfg config.Config, tc client.Client) *webhooks.Queue {
+	if tc == nil {
+		return nil
+	}
+	return &webhooks.Queue{Client: tc, TaskQueue: cfg.TaskQueue, Timeout: cfg.WebhookTimeout,
+		RetryFor: cfg.WebhookRetryFor, MaxInterval: cfg.WebhookRetryMaxInterval}
+}
+
 // NewWorker builds the Temporal worker with the run's activities.
 func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client, router llm.Client, opts ...Option) sdkworker.Worker {
 	o := collect(opts)
@@ -226,6 +237,9 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 	if o.notifications != nil {
 		acts.Notifier = o.notifications.Notifier
 	}
+	// Webhook secrets are sealed under the MCP secret key.
+	useMCPSecretKey(cfg, st)
+	acts.Webhooks = &activities.Webhooks{Queue: WebhookQueue(cfg, tc), HTTP: webhooks.NewHTTPClient(cfg.WebhooksAllowPrivate, cfg.WebhookTimeout)}
 	if r, ok := router.(*llm.Router); ok {
 		ObserveCircuits(o.metrics, r.Breaker())
 	}
@@ -255,6 +269,7 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 		runs.Models = router
 	}
 	runs.Metrics = o.metrics
+	runs.Webhooks = WebhookQueue(cfg, tc)
 	var circuits func() map[string]any
 	if router != nil {
 		circuits = CircuitInfo(router.Breaker())
@@ -275,6 +290,7 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 		Runs:             runs,
 		MCPStdioCommands: cfg.MCPStdioCommands,
 		MCPProbe:         MCPProbe(cfg),
+		Webhooks:         WebhookQueue(cfg, tc),
 		Stream: api.StreamOptions{
 			PollInterval:       cfg.SSEPollInterval,
 			IdlePollInterval:   cfg.SSEIdlePollInterval,

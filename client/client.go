@@ -485,3 +485,76 @@ func (c *Client) DeleteMCPServer(ctx context.Context, ref MCPServerRef) (MCPServ
 	err := c.Call(ctx, "/mcp-servers/delete", ref, &out)
 	return out, err
 }
+
+// Webhooks (docs/webhooks.md).
+type (
+	// WebhookEndpointInput is the body of webhooks/create and update.
+	WebhookEndpointInput = models.WebhookEndpointInput
+	// WebhookEndpoint is an endpoint; Secret is set by create (and update
+	// with RotateSecret) only.
+	WebhookEndpoint = models.WebhookEndpoint
+	// WebhookEndpointList is webhooks/list's answer.
+	WebhookEndpointList = models.WebhookEndpointList
+	// WebhookDelivery is one delivery of an event to an endpoint.
+	WebhookDelivery = models.WebhookDelivery
+	// WebhookDeliveryList is webhooks/deliveries' answer.
+	WebhookDeliveryList = models.WebhookDeliveryList
+)
+
+// WebhookDeliveryFilter selects webhooks/deliveries; empty fields select
+// all, Limit 0 is 100.
+type WebhookDeliveryFilter struct {
+	EndpointID string `json:"endpoint_id,omitempty"`
+	RunID      string `json:"run_id,omitempty"`
+	Status     string `json:"status,omitempty"`
+	Limit      int    `json:"limit,omitempty"`
+}
+
+// CreateWebhook registers an endpoint in the caller's tenant; the answer
+// holds its signing secret, shown this once.
+func (c *Client) CreateWebhook(ctx context.Context, in WebhookEndpointInput) (WebhookEndpoint, error) {
+	var out WebhookEndpoint
+	err := c.Call(ctx, "/webhooks/create", in, &out)
+	return out, err
+}
+
+// GetWebhook returns one endpoint by id.
+func (c *Client) GetWebhook(ctx context.Context, id string) (WebhookEndpoint, error) {
+	var out WebhookEndpoint
+	err := c.Call(ctx, "/webhooks/get", map[string]string{"id": id}, &out)
+	return out, err
+}
+
+// ListWebhooks lists the caller's tenant's endpoints.
+func (c *Client) ListWebhooks(ctx context.Context) (WebhookEndpointList, error) {
+	var out WebhookEndpointList
+	err := c.Call(ctx, "/webhooks/list", nil, &out)
+	return out, err
+}
+
+// UpdateWebhook replaces endpoint in.ID's url, description, events and
+// (when set) enabled flag; RotateSecret answers a new secret.
+func (c *Client) UpdateWebhook(ctx context.Context, in WebhookEndpointInput) (WebhookEndpoint, error) {
+	var out WebhookEndpoint
+	err := c.Call(ctx, "/webhooks/update", in, &out)
+	return out, err
+}
+
+// DeleteWebhook deletes an endpoint and its deliveries.
+func (c *Client) DeleteWebhook(ctx context.Context, id string) error {
+	return c.Call(ctx, "/webhooks/delete", map[string]string{"id": id}, nil)
+}
+
+// WebhookDeliveries lists deliveries, newest first.
+func (c *Client) WebhookDeliveries(ctx context.Context, f WebhookDeliveryFilter) (WebhookDeliveryList, error) {
+	var out WebhookDeliveryList
+	err := c.Call(ctx, "/webhooks/deliveries", f, &out)
+	return out, err
+}
+
+// RedeliverWebhook sends a delivery again, with the same webhook-id.
+func (c *Client) RedeliverWebhook(ctx context.Context, id string) (WebhookDelivery, error) {
+	var out WebhookDelivery
+	err := c.Call(ctx, "/webhooks/redeliver", map[string]string{"id": id}, &out)
+	return out, err
+}

@@ -45,12 +45,12 @@ func TestMCPServers(t *testing.T) {
 	const secret = "sk-client-test-secret"
 	token := secret
 	created, err := c.CreateMCPServer(ctx, client.MCPServerInput{Name: "docs", URL: "https://mcp.example.com/mcp", BearerToken: &token,
-		HeaderEnv: map[string]string{"X-Team": "DOCS_TEAM"}, AllowedTools: []string{"search"}, TimeoutSeconds: 30, Approval: "destructive"})
+		HeaderEnv: map[string]string{"X-Team": "MCP_HEADER_DOCS_TEAM"}, AllowedTools: []string{"search"}, TimeoutSeconds: 30, Approval: "destructive"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(created.ID, "mcp_") || created.Tenant != "acme" || created.TimeoutSeconds != 30 ||
-		!slices.Equal(created.SecretsSet, []string{"authorization"}) || created.HeaderEnv["X-Team"] != "DOCS_TEAM" {
+		!slices.Equal(created.SecretsSet, []string{"authorization"}) || created.HeaderEnv["X-Team"] != "MCP_HEADER_DOCS_TEAM" {
 		t.Fatalf("created %+v", created)
 	}
 

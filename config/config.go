@@ -138,6 +138,12 @@ type Config struct {
 	// A2AAllowPrivate opens private addresses to remote A2A agents
 	// (workers with an "a2a" setting; docs/a2a-client.md).
 	A2AAllowPrivate bool
+	// Webhooks (docs/webhooks.md): WebhooksAllowPrivate opens private
+	// addresses to webhook endpoints only; the rest time the deliveries.
+	WebhooksAllowPrivate    bool
+	WebhookTimeout          time.Duration
+	WebhookRetryFor         time.Duration
+	WebhookRetryMaxInterval time.Duration
 	// ArtifactMaxBytes bounds one file an agent produces and
 	// ArtifactRunMaxBytes the sum of a run's files (docs/results.md,
 	// Artifacts): larger ones are not stored.
@@ -363,6 +369,10 @@ var vars = []Var{
 		return nil
 	}},
 	{"MCP_ALLOW_PRIVATE", "false", "Let MCP servers sit on loopback, private, link-local and CGNAT addresses and the host's own addresses (off: refused on every connection, redirects included; `TOOLS_HTTP_ALLOW_PRIVATE` also opens them, together with `http_get`'s).", boolVar(func(c *Config, b bool) { c.MCPAllowPrivate = b })},
+	{"WEBHOOKS_ALLOW_PRIVATE", "false", "Let webhook endpoints sit on loopback, private, link-local and CGNAT addresses and the host's own addresses (off: a delivery to one is refused and recorded as failed).", boolVar(func(c *Config, b bool) { c.WebhooksAllowPrivate = b })},
+	{"WEBHOOK_TIMEOUT", "10s", "Time limit of one webhook delivery attempt (connection, request and answer); a receiver that does not answer in time is retried.", durationVar(func(c *Config, d time.Duration) { c.WebhookTimeout = d })},
+	{"WEBHOOK_RETRY_FOR", "24h", "How long a webhook delivery is retried (exponential backoff from 1s) before it is recorded as failed; `webhooks/redeliver` sends it again.", durationVar(func(c *Config, d time.Duration) { c.WebhookRetryFor = d })},
+	{"WEBHOOK_RETRY_MAX_INTERVAL", "5m", "Longest wait between two attempts of a webhook delivery.", durationVar(func(c *Config, d time.Duration) { c.WebhookRetryMaxInterval = d })},
 	{"MCP_STDIO_COMMANDS", "", "Programs a stdio MCP server may run on the workers, comma-separated, compared with the server's `command[0]` exactly (e.g. `npx,/opt/mcp/bin/tracker`). Empty: no stdio servers.", func(c *Config, v string) error { c.MCPStdioCommands = splitList(v); return nil }},
 	{"A2A_ALLOW_PRIVATE", "false", "Let remote A2A agents (workers with `a2a.card_url`) sit on loopback, private, link-local and CGNAT addresses and the host's own addresses, for their card and their endpoints (off: refused on every connection, redirects included; `TOOLS_HTTP_ALLOW_PRIVATE` also opens them).", boolVar(func(c *Config, b bool) { c.A2AAllowPrivate = b })},
 	{"ARTIFACT_MAX_BYTES", "10485760", "Largest file an agent may produce (declared in its answer, or returned by a tool); a larger one is not stored and a `system.warning` with `ARTIFACT_TOO_LARGE` says so.", intVar(func(c *Config, n int) { c.ArtifactMaxBytes = int64(n) })},

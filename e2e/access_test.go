@@ -119,6 +119,9 @@ type accessFixture struct {
 	mcpServer, mcpServerToDelete string
 	// schedule and scheduleToDelete are paused schedules of hierarchy.
 	schedule, scheduleToDelete string
+	// webhook and webhookToDelete are webhook endpoints of the tenant;
+	// webhookDelivery is a delivery of run to webhook.
+	webhook, webhookToDelete, webhookDelivery string
 }
 
 // routeCase builds the request a route test sends for one route: its path
@@ -270,6 +273,23 @@ func routeCases() map[string]routeCase {
 		"POST " + e + "/schedules/delete": obj(func(f accessFixture) (string, any) {
 			return e + "/schedules/delete", map[string]any{"id": f.scheduleToDelete}
 		}),
+		"POST " + e + "/webhooks/create": {build: body(e+"/webhooks/create", map[string]any{"url": "https://example.invalid/route-test", "events": []string{"run.completed"}})},
+		"POST " + e + "/webhooks/get": obj(func(f accessFixture) (string, any) {
+			return e + "/webhooks/get", map[string]any{"id": f.webhook}
+		}),
+		"POST " + e + "/webhooks/update": obj(func(f accessFixture) (string, any) {
+			return e + "/webhooks/update", map[string]any{"id": f.webhook, "url": "https://example.invalid/hook2", "events": []string{"run.failed"}}
+		}),
+		"POST " + e + "/webhooks/delete": obj(func(f accessFixture) (string, any) {
+			return e + "/webhooks/delete", map[string]any{"id": f.webhookToDelete}
+		}),
+		"POST " + e + "/webhooks/list": {list: true, build: body(e+"/webhooks/list", map[string]any{})},
+		"POST " + e + "/webhooks/deliveries": obj(func(f accessFixture) (string, any) {
+			return e + "/webhooks/deliveries", map[string]any{"endpoint_id": f.webhook}
+		}),
+		"POST " + e + "/webhooks/redeliver": obj(func(f accessFixture) (string, any) {
+			return e + "/webhooks/redeliver", map[string]any{"id": f.webhookDelivery}
+		}),
 
 		// The MCP server (its own tenancy is TestMCPServerWithTheSDKClient's):
 		// without a session or the SSE Accept header, the transport answers
@@ -402,6 +422,23 @@ func (e *testEnv) setUpTenant(key string, admin string) accessFixture {
 		e.t.Fatal(err)
 	}
 	f.artifact = art.ID
+	// Webhook endpoints made after the run, so that it delivers nothing;
+	// a delivery of it stored as a worker stores one.
+	var wh models.WebhookEndpoint
+	e.mustCall("POST", "/api/executor/v1/webhooks/create", key, map[string]any{"url": "https://example.invalid/hook", "events": []string{"run.completed"}}, &wh)
+	f.webhook = wh.ID
+	e.mustCall("POST", "/api/executor/v1/webhooks/create", key, map[string]any{"url": "https://example.invalid/doomed", "events": []string{"run.completed"}}, &wh)
+	f.webhookToDelete = wh.ID
+	ep, err := e.store.GetWebhookEndpoint(context.Background(), "", f.webhook)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	d := &store.WebhookDelivery{ID: store.WebhookDeliveryID(f.webhook, f.run, 1), TenantID: ep.TenantID, EndpointID: f.webhook, RunID: f.run,
+		Sequence: 1, EventType: models.WebhookRunStarted, Payload: "{}"}
+	if err := e.store.InsertWebhookDelivery(context.Background(), d); err != nil {
+		e.t.Fatal(err)
+	}
+	f.webhookDelivery = d.ID
 	var k struct {
 		APIKey struct {
 			ID string `json:"id"`
@@ -422,7 +459,11 @@ func TestAccessRouteTable(t *testing.T) {
 	// Every route is called with the same keys within a second or two:
 	// a rate limit high enough that the table's growth never meets it
 	// (TestIdempotencyLimitsAndBrowserSafety tests the limit).
-	e := newEnv(t, accessRules(), withAuth, withConfig(func(c *config.Config) { c.RateLimitRPS, c.RateLimitBurst = 1000, 2000 }))
+	e := newEnv(t, accessRules(), withAuth, withConfig(func(c *config.Config) {
+		c.RateLimitRPS, c.RateLimitBurst = 1000, 2000
+		// Webhook secrets are sealed with it; a redelivery gives up soon.
+		c.MCPSecretKey, c.WebhookRetryFor = make([]byte, 32), 5*time.Second
+	}))
 	nonAdmin := []auth.Scope{auth.ScopeHierarchiesRead, auth.ScopeHierarchiesWrite, auth.ScopeRunsRead, auth.ScopeRunsWrite}
 	admin := e.issueKey("ops", auth.ScopeAdmin)
 	keyA := e.issueKey("tenant-a", nonAdmin...)
@@ -486,7 +527,7 @@ func TestAccessRouteTable(t *testing.T) {
 				if status != http.StatusOK {
 					t.Errorf("tenant B's list: %d %s", status, raw)
 				}
-				for _, id := range []string{fa.hierarchy, fa.run, fa.subAgent, fa.v1Team, fa.mcpServer, fa.schedule} {
+				for _, id := range []string{fa.hierarchy, fa.run, fa.subAgent, fa.v1Team, fa.mcpServer, fa.schedule, fa.webhook} {
 					if bytes.Contains(raw, []byte(id)) {
 						t.Errorf("tenant B's list shows tenant A's %s: %s", id, raw)
 					}

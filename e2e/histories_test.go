@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -264,6 +267,48 @@ func TestRecordReplayHistories(t *testing.T) {
 			t.Fatalf("run %s, 503s %v", v.Status, agent.saw("UNAVAILABLE "))
 		}
 		e.exportRun(t, id, dir("a2a"))
+	})
+	t.Run("webhook", func(t *testing.T) {
+		// A webhook delivery workflow (issue 26): two events of a run, the
+		// first refused once by the receiver, then the idle wait and the
+		// end. Written as webhook<suffix>/delivery.json.
+		e := newEnv(t, referenceRules(nil), withConfig(func(c *config.Config) {
+			c.MCPSecretKey, c.WebhooksAllowPrivate, c.WebhookRetryMaxInterval = webhookSecretKey(t), true, time.Second
+		}))
+		var mu sync.Mutex
+		refused := false
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !refused {
+				refused = true
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(srv.Close)
+		ep := e.createWebhook(srv.URL, models.WebhookRunStarted, models.WebhookRunCompleted)
+		id := e.startRun(e.createHierarchy(referenceHierarchy()), "record webhook")
+		e.waitRun(id, time.Minute)
+		wid := models.WebhookWorkflowID(ep.ID, id)
+		// The workflow ends after its idle wait (30 s) with nothing to send.
+		if err := e.temporal.GetWorkflow(context.Background(), wid, "").Get(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(temporalCLI, "workflow", "show", "--workflow-id", wid, "--address", e.cfg.TemporalAddress, "--output", "json").Output()
+		if err != nil {
+			t.Fatalf("temporal workflow show %s: %v", wid, err)
+		}
+		if ds := e.webhookDeliveries(map[string]any{"run_id": id, "status": "delivered"}); len(ds) != 2 {
+			t.Fatalf("deliveries = %+v", ds)
+		}
+		if err := os.MkdirAll(dir("webhook"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir("webhook"), "delivery.json"), out, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	})
 	t.Run("retry", func(t *testing.T) {
 		full := strings.Repeat("complete ", 20)

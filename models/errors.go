@@ -96,6 +96,9 @@ var CodeMCPServerNotFound = Code{"MCP_SERVER_NOT_FOUND", 40406, 404}
 // CodeScheduleNotFound answers a schedule id that does not exist or
 // belongs to another tenant (the two are answered alike).
 var CodeScheduleNotFound = Code{"SCHEDULE_NOT_FOUND", 40407, 404}
+// CodeWebhookNotFound answers a webhook endpoint or delivery id that does
+// not exist or belongs to another tenant (the two are answered alike).
+var CodeWebhookNotFound = Code{"WEBHOOK_NOT_FOUND", 40408, 404}
 
 // AllCodes lists the vocabulary in the order docs/errors.md documents it.
 func AllCodes() []Code {
@@ -103,7 +106,7 @@ func AllCodes() []Code {
 		CodeInvalidParameters, CodeInvalidConfig, CodeInvalidDependencies,
 		CodeProviderNotSupported, CodeMissingAPIKey, CodeSequenceNotForkable,
 		CodeInvalidAPIKey, CodeBudgetExceeded, CodePermissionDenied,
-		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeArtifactNotFound, CodeMCPServerNotFound, CodeScheduleNotFound, CodeRouteNotFound,
+		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeArtifactNotFound, CodeMCPServerNotFound, CodeScheduleNotFound, CodeWebhookNotFound, CodeRouteNotFound,
 		CodeExecutionInProgress, CodeExecutionFinished, CodeTeamNotRunning, CodeStreamingDisabled, CodeAlreadyExists, CodeIdempotencyKeyReused, CodeResourceLimitExceeded, CodeArtifactTooLarge,
 		CodeUnsupportedMediaType, CodeRateLimited,
 		CodeSystemError, CodeExecutionFailed, CodeProviderKeyRejected, CodeUnavailable, CodeExecutionTimeout,
@@ -167,6 +170,13 @@ const (
 	// run (the schedule or hierarchy is gone, or runs/start's checks
 	// refused it); not retried: the schedule's next action tries again.
 	ErrScheduledStartRefused = "ScheduledStartRefused"
+	// ErrWebhookFailed: a webhook delivery attempt got no 2xx answer (or
+	// none at all); retried until WEBHOOK_RETRY_FOR closes.
+	ErrWebhookFailed = "WebhookDeliveryFailed"
+	// ErrWebhookRefused: a webhook delivery that no retry can help (the
+	// network guard refused the address; the endpoint is disabled or
+	// deleted). Not retried.
+	ErrWebhookRefused = "WebhookRefused"
 )
 
 // AllFailureTypes lists every failure type a run's activities and
@@ -182,6 +192,7 @@ func AllFailureTypes() []string {
 		ErrSteerRefused, ErrTeamNotRunning, ErrUnknownTeam, ErrUnknownAgent,
 		ErrApprovalRefused, ErrApprovalUnknown, ErrPauseRefused,
 		ErrScheduledStartRefused,
+		ErrWebhookFailed, ErrWebhookRefused,
 		CodeExecutionTimeout.Name, CodeBudgetExceeded.Name,
 		ErrA2ATaskFailed, ErrA2ARefused, ErrA2AUnavailable,
 	}

@@ -192,13 +192,16 @@ func newPendingRunRow(r *Run) (runRow, error) {
 }
 
 // DeleteRun removes a run that never started (its workflow could not be
-// started), with the message ids it claimed, so no pending run or claim is
+// started), with the message ids it claimed and its one-off webhook, so no pending run or claim is
 // left behind.
 func (s *Store) DeleteRun(ctx context.Context, id string) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Where("id = ? AND status = ?", id, models.RunPending).Delete(&runRow{})
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error
+		}
+		if err := tx.Where("run_id = ?", id).Delete(&webhookEndpointRow{}).Error; err != nil {
+			return err
 		}
 		return tx.Where("run_id = ? AND agent_type IN ?", id, []string{reservedAgentType, models.AgentTypeUser}).Delete(&messageRow{}).Error
 	})

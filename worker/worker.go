@@ -66,4 +66,5 @@ func RegisterWorkflows(r interface {
 	r.RegisterWorkflowWithOptions(workflows.SubAgentWorkflow, workflow.RegisterOptions{Name: models.SubAgentWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.FormatResultsWorkflow, workflow.RegisterOptions{Name: models.FormatResultsWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.ScheduledRunWorkflow, workflow.RegisterOptions{Name: models.ScheduledRunWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.WebhookDeliveryWorkflow, workflow.RegisterOptions{Name: models.WebhookDeliveryWorkflowName})
 }

@@ -86,7 +86,7 @@ func TestHistoriesHoldNoSecrets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, secret := range []string{"sk-test-e2e-secret", "sk-or-test-e2e-secret", "fake-e2e-secret"} {
+		for _, secret := range []string{"sk-test-e2e-secret", "sk-or-test-e2e-secret", "fake-e2e-secret", "whsec_"} {
 			if strings.Contains(string(raw), secret) {
 				t.Errorf("%s contains the key %s", f, secret)
 			}

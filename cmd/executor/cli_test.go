@@ -51,6 +51,8 @@ func TestHelpEverywhere(t *testing.T) {
 		{"hierarchies", "create"}, {"hierarchies", "get"}, {"hierarchies", "list"},
 		{"runs", "start"}, {"runs", "follow"}, {"runs", "get"}, {"runs", "list"}, {"runs", "events"}, {"runs", "cancel"},
 		{"mcp-servers", "create"}, {"mcp-servers", "get"}, {"mcp-servers", "list"}, {"mcp-servers", "update"}, {"mcp-servers", "delete"},
+		{"webhooks", "create"}, {"webhooks", "get"}, {"webhooks", "list"}, {"webhooks", "update"}, {"webhooks", "delete"},
+		{"webhooks", "deliveries"}, {"webhooks", "redeliver"},
 	} {
 		if c, _, err := root.Find(path); err != nil || c.Name() != path[len(path)-1] {
 			t.Errorf("no command %q", strings.Join(path, " "))

@@ -11,6 +11,7 @@
 //	executor runs start|follow|get|list|events|cancel   a client of the API's runs
 //	executor mcp-servers create|get|list|update|delete  a client of the API's MCP servers
 //	executor schedules create|list|get|pause|unpause|trigger|update|delete  a client of the API's schedules
+//	executor webhooks create|get|list|update|delete|deliveries|redeliver  a client of the API's webhooks
 //
 // Every command takes --help. The commands are built with cobra; flags
 // written Go-style with one dash (-role worker) are still accepted.
@@ -82,7 +83,7 @@ func newRootCommand() *cobra.Command {
 		Short: "Run hierarchical teams of LLM agents as durable Temporal workflows",
 		Long: `executor is op-stack-executor in one binary: the service (serve, dev), its
 operator commands (migrate, replay, apikeys) and a client of its HTTP API
-(hierarchies, runs, mcp-servers, schedules).
+(hierarchies, runs, mcp-servers, schedules, webhooks).
 
 The service is configured by environment variables (docs/configuration.md).
 The client commands find the API at EXECUTOR_URL (default
@@ -101,7 +102,7 @@ http://127.0.0.1:8080) with the key in EXECUTOR_API_KEY, or --url and
 		c.GroupID = "service"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newHierarchiesCommand(), newRunsCommand(), newMCPServersCommand(), newSchedulesCommand()} {
+	for _, c := range []*cobra.Command{newHierarchiesCommand(), newRunsCommand(), newMCPServersCommand(), newSchedulesCommand(), newWebhooksCommand()} {
 		c.GroupID = "client"
 		root.AddCommand(c)
 	}
