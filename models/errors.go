@@ -96,6 +96,7 @@ var CodeMCPServerNotFound = Code{"MCP_SERVER_NOT_FOUND", 40406, 404}
 // CodeScheduleNotFound answers a schedule id that does not exist or
 // belongs to another tenant (the two are answered alike).
 var CodeScheduleNotFound = Code{"SCHEDULE_NOT_FOUND", 40407, 404}
+
 // CodeWebhookNotFound answers a webhook endpoint or delivery id that does
 // not exist or belongs to another tenant (the two are answered alike).
 var CodeWebhookNotFound = Code{"WEBHOOK_NOT_FOUND", 40408, 404}
