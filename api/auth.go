@@ -93,6 +93,8 @@ func routeRules() map[string]rule {
 		"GET /runs":                              public,
 		"GET /runs/:id":                          public,
 		"GET /mcp-servers":                       public,
+		"GET /schedules":                         public,
+		"GET /webhooks":                          public,
 		"GET " + console.AssetPrefix + "/*asset": public,
 
 		"POST " + e + "/hierarchies/create": hw,

@@ -7,6 +7,8 @@
 //	GET /runs/:id    one run, live: lanes per agent, tools, dispatch tree,
 //	                 approvals, costs
 //	GET /mcp-servers the tenant's MCP servers, read-only
+//	GET /schedules   the tenant's schedules, read-only
+//	GET /webhooks    the tenant's webhook endpoints and deliveries, read-only
 //	GET /console/*   the assets
 //
 // The pages hold no data: the page's scripts call the API itself, with the
@@ -56,6 +58,8 @@ func Register(r gin.IRoutes) {
 	r.GET("/runs", servePage)
 	r.GET("/runs/:id", servePage)
 	r.GET("/mcp-servers", servePage)
+	r.GET("/schedules", servePage)
+	r.GET("/webhooks", servePage)
 	r.GET(AssetPrefix+"/*asset", func(c *gin.Context) {
 		if strings.HasSuffix(c.Param("asset"), "/") {
 			// No directory listings.

@@ -161,6 +161,8 @@ func routeCases() map[string]routeCase {
 		"GET /runs":           {build: body("/runs", nil)},
 		"GET /runs/:id":       {build: func(f accessFixture) (string, any) { return "/runs/" + f.run, nil }},
 		"GET /mcp-servers":    {build: body("/mcp-servers", nil)},
+		"GET /schedules":      {build: body("/schedules", nil)},
+		"GET /webhooks":       {build: body("/webhooks", nil)},
 		"GET /console/*asset": {build: body("/console/app.js", nil)},
 
 		// A2A agents: the card is one of A's hierarchies (404 for B); the

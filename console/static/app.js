@@ -6,6 +6,8 @@ import { hierarchiesPage } from './hierarchies.js';
 import { mcpServersPage } from './mcp.js';
 import { runsPage } from './runs.js';
 import { runPage } from './run.js';
+import { schedulesPage } from './schedules.js';
+import { webhooksPage } from './webhooks.js';
 
 async function main() {
   updateKeyButton();
@@ -15,12 +17,15 @@ async function main() {
   });
   const root = document.getElementById('main');
   const path = location.pathname.replace(/\/+$/, '') || '/';
-  document.body.dataset.page = path === '/' ? 'hierarchies' : path === '/runs' ? 'runs' : path === '/mcp-servers' ? 'mcp-servers' : 'run';
-  const nav = document.getElementById(path === '/' ? 'nav-hierarchies' : path === '/mcp-servers' ? 'nav-mcp-servers' : 'nav-runs');
+  const pages = { '/': 'hierarchies', '/runs': 'runs', '/mcp-servers': 'mcp-servers', '/schedules': 'schedules', '/webhooks': 'webhooks' };
+  document.body.dataset.page = pages[path] || 'run';
+  const nav = document.getElementById('nav-' + (pages[path] || 'runs'));
   if (nav) nav.classList.add('current');
   if (path === '/') await hierarchiesPage(root);
   else if (path === '/runs') await runsPage(root);
   else if (path === '/mcp-servers') await mcpServersPage(root);
+  else if (path === '/schedules') await schedulesPage(root);
+  else if (path === '/webhooks') await webhooksPage(root);
   else if (path.startsWith('/runs/')) await runPage(root, decodeURIComponent(path.slice('/runs/'.length)));
   document.body.dataset.ready = 'true';
 }

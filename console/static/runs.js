@@ -30,6 +30,11 @@ export async function runsPage(main) {
   const filter = { page, page_size: 50 };
   if (params.get('status')) filter.status = params.get('status');
   if (params.get('hierarchy_id')) filter.hierarchy_id = params.get('hierarchy_id');
+  // A schedule's runs (linked from /schedules): kept across the filters.
+  if (params.get('schedule_id')) {
+    filter.schedule_id = params.get('schedule_id');
+    append(filters, h('input', { type: 'hidden', name: 'schedule_id', value: filter.schedule_id }));
+  }
   const refresh = async () => {
     try {
       renderRuns(table, await call('/runs/list', filter), names, params);
