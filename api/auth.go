@@ -115,6 +115,7 @@ func routeRules() map[string]rule {
 		"POST " + e + "/runs/get":          rr,
 		"POST " + e + "/runs/list":         rr,
 		"POST " + e + "/runs/cancel":       rw,
+		"POST " + e + "/runs/delete":       rw,
 		"POST " + e + "/runs/pause":        rw,
 		"POST " + e + "/runs/resume":       rw,
 		"POST " + e + "/runs/teams/cancel": rw,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"regexp"
 	"strings"
@@ -234,6 +235,12 @@ type Runs struct {
 	// Webhooks queues the webhook deliveries of the events Reconcile
 	// stores (no workflow announced them); nil queues none.
 	Webhooks *webhooks.Queue
+	// Namespace is the Temporal namespace of the runs' workflows, which
+	// Delete deletes ("": default).
+	Namespace string
+	// Log logs what Delete could not delete in Temporal (nil: slog's
+	// default logger).
+	Log *slog.Logger
 }
 
 // ModelChecker resolves an agent's model as the worker will

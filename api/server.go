@@ -196,6 +196,7 @@ func NewServer(opts Options) *Server {
 	runs.POST("/get", s.getRun)
 	runs.POST("/list", s.listRuns)
 	runs.POST("/cancel", s.cancelRun)
+	runs.POST("/delete", s.deleteRun)
 	runs.POST("/pause", s.pauseRun)
 	runs.POST("/resume", s.resumeRun)
 	runs.POST("/teams/cancel", s.cancelTeam)

@@ -247,7 +247,7 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 	// Schedules' actions store their runs here, with runs/start's checks
 	// (docs/schedules.md): the worker runs them, whether or not an API
 	// process is up when a schedule fires.
-	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg), MaxConcurrentRuns: cfg.MaxConcurrentRunsPerTenant, Metrics: o.metrics}
+	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg), MaxConcurrentRuns: cfg.MaxConcurrentRunsPerTenant, Metrics: o.metrics, Namespace: cfg.TemporalNamespace, Log: log}
 	runs.Options.SearchAttributes, runs.TenantSearchAttribute, runs.Options.UsageSearchAttributes, runs.ForkSearchAttribute = useSearchAttributes(cfg, log, tc)
 	if r, ok := router.(*llm.Router); ok {
 		runs.Models = r
@@ -257,13 +257,27 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 	return w
 }
 
+// Retention is the retention policy of finished runs (RUN_RETENTION,
+// RUN_RETENTION_TENANTS).
+func Retention(cfg config.Config) api.RetentionPolicy {
+	return api.RetentionPolicy{Default: cfg.RunRetention, Tenants: cfg.RunRetentionTenants}
+}
+
+// SweepRetention deletes expired finished runs every
+// RUN_RETENTION_INTERVAL until ctx ends (docs/persistence.md, Retention);
+// it returns at once when retention is off. Workers run it.
+func SweepRetention(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client) {
+	runs := &api.Runs{Store: st, Temporal: tc, Namespace: cfg.TemporalNamespace, Log: log}
+	runs.SweepRetentionEvery(ctx, Retention(cfg), cfg.RunRetentionInterval)
+}
+
 // NewAPI builds the HTTP API. router checks runs' models before they start
 // (the API reads the same provider configuration as the worker).
 func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client, router *llm.Router, opts ...Option) *api.Server {
 	o := collect(opts)
 	useMCPSecretKey(cfg, st)
 	access := NewAccess(cfg, st, o.tokens)
-	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg), MaxConcurrentRuns: access.MaxConcurrentRuns}
+	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg), MaxConcurrentRuns: access.MaxConcurrentRuns, Namespace: cfg.TemporalNamespace, Log: log}
 	runs.Options.SearchAttributes, runs.TenantSearchAttribute, runs.Options.UsageSearchAttributes, runs.ForkSearchAttribute = useSearchAttributes(cfg, log, tc)
 	if router != nil {
 		runs.Models = router

@@ -144,6 +144,13 @@ type Config struct {
 	WebhookTimeout          time.Duration
 	WebhookRetryFor         time.Duration
 	WebhookRetryMaxInterval time.Duration
+	// Retention (docs/persistence.md): finished runs are deleted
+	// RunRetention after they completed (0: kept for ever), or after their
+	// tenant's period in RunRetentionTenants; the workers sweep every
+	// RunRetentionInterval.
+	RunRetention         time.Duration
+	RunRetentionTenants  map[string]time.Duration
+	RunRetentionInterval time.Duration
 	// ArtifactMaxBytes bounds one file an agent produces and
 	// ArtifactRunMaxBytes the sum of a run's files (docs/results.md,
 	// Artifacts): larger ones are not stored.
@@ -372,6 +379,9 @@ var vars = []Var{
 	{"WEBHOOKS_ALLOW_PRIVATE", "false", "Let webhook endpoints sit on loopback, private, link-local and CGNAT addresses and the host's own addresses (off: a delivery to one is refused and recorded as failed).", boolVar(func(c *Config, b bool) { c.WebhooksAllowPrivate = b })},
 	{"WEBHOOK_TIMEOUT", "10s", "Time limit of one webhook delivery attempt (connection, request and answer); a receiver that does not answer in time is retried.", durationVar(func(c *Config, d time.Duration) { c.WebhookTimeout = d })},
 	{"WEBHOOK_RETRY_FOR", "24h", "How long a webhook delivery is retried (exponential backoff from 1s) before it is recorded as failed; `webhooks/redeliver` sends it again.", durationVar(func(c *Config, d time.Duration) { c.WebhookRetryFor = d })},
+	{"RUN_RETENTION", "0", "How long a finished run and everything stored of it are kept after it completed; the workers then delete it as `runs/delete` would. `0`: for ever.", nonNegativeDurationVar(func(c *Config, d time.Duration) { c.RunRetention = d })},
+	{"RUN_RETENTION_TENANTS", "", "Per-tenant retention periods overriding `RUN_RETENTION`, comma-separated `tenant=duration`, e.g. `acme=720h,globex=0` (`0`: for ever).", retentionTenantsVar},
+	{"RUN_RETENTION_INTERVAL", "5m", "How often each worker looks for expired runs (at most 100 deleted per sweep).", durationVar(func(c *Config, d time.Duration) { c.RunRetentionInterval = d })},
 	{"WEBHOOK_RETRY_MAX_INTERVAL", "5m", "Longest wait between two attempts of a webhook delivery.", durationVar(func(c *Config, d time.Duration) { c.WebhookRetryMaxInterval = d })},
 	{"MCP_STDIO_COMMANDS", "", "Programs a stdio MCP server may run on the workers, comma-separated, compared with the server's `command[0]` exactly (e.g. `npx,/opt/mcp/bin/tracker`). Empty: no stdio servers.", func(c *Config, v string) error { c.MCPStdioCommands = splitList(v); return nil }},
 	{"A2A_ALLOW_PRIVATE", "false", "Let remote A2A agents (workers with `a2a.card_url`) sit on loopback, private, link-local and CGNAT addresses and the host's own addresses, for their card and their endpoints (off: refused on every connection, redirects included; `TOOLS_HTTP_ALLOW_PRIVATE` also opens them).", boolVar(func(c *Config, b bool) { c.A2AAllowPrivate = b })},
@@ -504,6 +514,28 @@ func boolVar(set func(*Config, bool)) func(*Config, string) error {
 		set(c, b)
 		return nil
 	}
+}
+
+// retentionTenantsVar reads RUN_RETENTION_TENANTS: tenant=duration pairs.
+func retentionTenantsVar(c *Config, v string) error {
+	c.RunRetentionTenants = nil
+	for _, pair := range strings.Split(v, ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		tenant, period, found := strings.Cut(pair, "=")
+		tenant = strings.TrimSpace(tenant)
+		d, err := time.ParseDuration(strings.TrimSpace(period))
+		if !found || tenant == "" || err != nil || d < 0 {
+			return fmt.Errorf("want tenant=duration pairs such as acme=720h, got %q", pair)
+		}
+		if c.RunRetentionTenants == nil {
+			c.RunRetentionTenants = map[string]time.Duration{}
+		}
+		c.RunRetentionTenants[tenant] = d
+	}
+	return nil
 }
 
 // nonNegativeDurationVar is durationVar that takes 0 (off) too.

@@ -20,7 +20,8 @@ func TestDefaults(t *testing.T) {
 
 func TestInvalidValuesAreRejected(t *testing.T) {
 	for name, value := range map[string]string{"MAX_BODY_BYTES": "-1", "SHUTDOWN_TIMEOUT": "soon", "LOG_FORMAT": "xml", "TEMPORAL_UI_PORT": "x",
-		"MAX_DELEGATIONS_PER_TURN": "0", "MAX_DELEGATIONS_PER_RUN": "-1"} {
+		"MAX_DELEGATIONS_PER_TURN": "0", "MAX_DELEGATIONS_PER_RUN": "-1",
+		"RUN_RETENTION": "-1h", "RUN_RETENTION_TENANTS": "acme", "RUN_RETENTION_INTERVAL": "0"} {
 		_, err := load(func(k string) (string, bool) {
 			if k == name {
 				return value, true
@@ -154,5 +155,25 @@ func TestProviderKeyFiles(t *testing.T) {
 	}
 	if c, err := load(env(map[string]string{"LLM_KEY_FILE_POLL": "0", "LLM_CHECK_KEYS_AT_START": "fail"})); err != nil || c.LLMKeyFilePoll != 0 || c.LLMCheckKeysAtStart != "fail" {
 		t.Errorf("poll 0, check fail: %+v, %v", c, err)
+	}
+}
+
+// TestRunRetention: retention is off by default; RUN_RETENTION and
+// RUN_RETENTION_TENANTS set the default and per-tenant periods.
+func TestRunRetention(t *testing.T) {
+	c, err := load(func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RunRetention != 0 || len(c.RunRetentionTenants) != 0 || c.RunRetentionInterval != 5*time.Minute {
+		t.Errorf("defaults: %v %v %v", c.RunRetention, c.RunRetentionTenants, c.RunRetentionInterval)
+	}
+	env := map[string]string{"RUN_RETENTION": "720h", "RUN_RETENTION_TENANTS": " acme=24h, globex=0 "}
+	c, err = load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RunRetention != 720*time.Hour || len(c.RunRetentionTenants) != 2 || c.RunRetentionTenants["acme"] != 24*time.Hour || c.RunRetentionTenants["globex"] != 0 {
+		t.Errorf("set: %v %v", c.RunRetention, c.RunRetentionTenants)
 	}
 }

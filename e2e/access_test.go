@@ -113,6 +113,8 @@ func (e *testEnv) mustCall(method, path, key string, body, out any) {
 type accessFixture struct {
 	hierarchy, hierarchyToDelete, v1Team, v1TeamToDelete string
 	run, subAgent, subAgentToDelete, keyToRevoke         string
+	// runToDelete is a second run, for runs/delete.
+	runToDelete string
 	// artifact is a file stored for run.
 	artifact string
 	// mcpServer and mcpServerToDelete are MCP servers of the tenant.
@@ -211,11 +213,14 @@ func routeCases() map[string]routeCase {
 		"POST " + e + "/runs/fork-points": runBody("/runs/fork-points"),
 		"POST " + e + "/runs/list":        {list: true, build: body(e+"/runs/list", map[string]any{})},
 		"POST " + e + "/runs/cancel":      runBody("/runs/cancel"),
-		"POST " + e + "/runs/pause":       runBody("/runs/pause"),
-		"POST " + e + "/runs/resume":      runBody("/runs/resume"),
-		"POST " + e + "/runs/approvals":   runBody("/runs/approvals"),
-		"POST " + e + "/runs/approve":     runBody("/runs/approve"),
-		"POST " + e + "/runs/reject":      runBody("/runs/reject"),
+		"POST " + e + "/runs/delete": obj(func(f accessFixture) (string, any) {
+			return e + "/runs/delete", map[string]any{"id": f.runToDelete}
+		}),
+		"POST " + e + "/runs/pause":     runBody("/runs/pause"),
+		"POST " + e + "/runs/resume":    runBody("/runs/resume"),
+		"POST " + e + "/runs/approvals": runBody("/runs/approvals"),
+		"POST " + e + "/runs/approve":   runBody("/runs/approve"),
+		"POST " + e + "/runs/reject":    runBody("/runs/reject"),
 		"POST " + e + "/runs/teams/cancel": obj(func(f accessFixture) (string, any) {
 			return e + "/runs/teams/cancel", map[string]any{"id": f.run, "team_name": "route-test-team", "reason": "route test"}
 		}),
@@ -413,10 +418,13 @@ func (e *testEnv) setUpTenant(key string, admin string) accessFixture {
 	}
 	e.mustCall("POST", "/api/executor/v1/runs/start", key, map[string]any{"hierarchy_id": f.hierarchy, "task": "fixture"}, &run)
 	f.run = run.ID
-	waitFor(e.t, time.Minute, "the fixture run to end", func() bool {
-		var v runView
+	e.mustCall("POST", "/api/executor/v1/runs/start", key, map[string]any{"hierarchy_id": f.hierarchy, "task": "fixture"}, &run)
+	f.runToDelete = run.ID
+	waitFor(e.t, time.Minute, "the fixture runs to end", func() bool {
+		var v, w runView
 		e.mustCall("POST", "/api/executor/v1/runs/get", key, map[string]any{"id": f.run}, &v)
-		return models.IsTerminal(v.Status)
+		e.mustCall("POST", "/api/executor/v1/runs/get", key, map[string]any{"id": f.runToDelete}, &w)
+		return models.IsTerminal(v.Status) && models.IsTerminal(w.Status)
 	})
 	// A file of the run, stored as a worker stores one.
 	art := &store.Artifact{RunID: f.run, AgentID: "fixture", Source: models.ArtifactSourceAnswer, Name: "fixture.txt", MediaType: "text/plain", Content: []byte("fixture\n"), Producer: "fixture/" + f.run, Attempt: 1}
@@ -584,6 +592,7 @@ func TestTenantsAreIsolated(t *testing.T) {
 		for _, req := range []struct{ method, path string }{
 			{"POST", "/api/executor/v1/runs/get"}, {"POST", "/api/executor/v1/runs/events"}, {"POST", "/api/executor/v1/runs/stream"},
 			{"POST", "/api/executor/v1/runs/stream-token"}, {"POST", "/api/executor/v1/runs/cancel"},
+			{"POST", "/api/executor/v1/runs/delete"},
 			{"GET", "/api/executor/v1/runs/" + theirs + "/stream"},
 			{"GET", "/api/v1/executions/" + theirs}, {"GET", "/api/v1/executions/" + theirs + "/stream"},
 			{"POST", "/api/v1/executions/" + theirs + "/cancel"}, {"POST", "/api/v1/executions/" + theirs + "/stream-token"},

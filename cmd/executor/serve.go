@@ -239,6 +239,9 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) err
 		}
 		parts.worker = w
 		log.Info("Temporal worker started", "task_queue", cfg.TaskQueue, "namespace", cfg.TemporalNamespace)
+		// Finished runs past their retention period are deleted
+		// (RUN_RETENTION); off by default.
+		go app.SweepRetention(ctx, cfg, log, st, tc)
 	}
 	if r.api {
 		tokens, err := app.NewTokenVerifier(ctx, cfg)
