@@ -65,9 +65,10 @@ func (r *Runs) Delete(ctx context.Context, key string) error {
 		return nil
 	}
 	ctx = context.WithoutCancel(ctx)
-	// Every execution is deleted by its run id: the server deletes a
-	// closed workflow named without one only in part (its history stays
-	// readable), and a workflow that continued as new has several.
+	// Every execution is deleted by its run id: a workflow that
+	// continued as new has several, and a delete without a run id
+	// reaches the latest only. Temporal drops a closed execution's
+	// history some seconds after accepting the delete.
 	execs, err := r.runExecutions(ctx, purged.WorkflowID, true)
 	if err != nil {
 		r.logger().Warn("list a deleted run's workflows", "workflow_id", purged.WorkflowID, "error", err)

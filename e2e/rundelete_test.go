@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/op-stack/executor/app"
@@ -77,9 +79,21 @@ func (e *testEnv) runWorkflows(id string) []string {
 	return out
 }
 
+// workflowsGone tells whether Temporal no longer knows any of ids.
+func (e *testEnv) workflowsGone(ids []string) bool {
+	for _, id := range ids {
+		_, err := e.temporal.DescribeWorkflowExecution(context.Background(), id, "")
+		var notFound *serviceerror.NotFound
+		if !errors.As(err, &notFound) {
+			return false
+		}
+	}
+	return true
+}
+
 // TestRunDeleteEndToEnd: a finished run deleted with runs/delete is gone:
 // runs/get and runs/events answer 404, its rows are gone from the
-// database; a live run is refused with 409 and runs on to completion.
+// database and its workflow histories from Temporal; a live run is refused with 409 and runs on to completion.
 func TestRunDeleteEndToEnd(t *testing.T) {
 	e := newEnv(t, deleteRules())
 	h := e.createHierarchy(followHierarchy("delete"))
@@ -122,12 +136,8 @@ func TestRunDeleteEndToEnd(t *testing.T) {
 			t.Errorf("%s: %d rows left", table, n)
 		}
 	}
-	// Not asserted: that Temporal has dropped the run's history. Against
-	// the dev server (1.29.1) the completed workflow is still described
-	// and listed 30 s after DeleteWorkflowExecution answered OK (issue
-	// 26, item 5 follow-up); TestRunsDelete checks which executions are
-	// deleted.
-	_ = workflows
+	// Temporal deletes a closed execution's history some seconds later.
+	waitFor(t, 90*time.Second, "the run's workflows deleted from Temporal", func() bool { return e.workflowsGone(workflows) })
 	if v := e.waitRun(live, time.Minute); v.Status != models.RunCompleted {
 		t.Errorf("live run ended %s %s", v.Status, v.Error)
 	}
@@ -135,7 +145,7 @@ func TestRunDeleteEndToEnd(t *testing.T) {
 
 // TestRetentionEndToEnd: with RUN_RETENTION a millisecond, the workers'
 // sweep (app.SweepRetention, as `executor serve` runs it) deletes a
-// finished run and its rows, while a live run is untouched
+// finished run, its rows and its workflow history, while a live run is untouched
 // and completes.
 func TestRetentionEndToEnd(t *testing.T) {
 	e := newEnv(t, deleteRules(), withConfig(func(c *config.Config) {
@@ -166,6 +176,9 @@ func TestRetentionEndToEnd(t *testing.T) {
 			t.Errorf("%s: %d rows of the swept run left", table, n)
 		}
 	}
+	waitFor(t, 90*time.Second, "the swept run's workflow deleted from Temporal", func() bool {
+		return e.workflowsGone([]string{models.RunWorkflowID(done)})
+	})
 	v := e.waitRun(live, time.Minute)
 	if v.Status != models.RunCompleted {
 		t.Errorf("live run ended %s %s", v.Status, v.Error)
