@@ -141,7 +141,7 @@ func (e *testEnv) webhookDeliveries(body map[string]any) []models.WebhookDeliver
 }
 
 // TestWebhooksReachADownReceiverInOrder: a receiver that answers 503 for
-// its first 12 seconds still gets every event of two runs (started, budget
+// its first 30 seconds still gets every event of two runs (started, budget
 // reached, completed or failed), each signed (verified with the documented
 // Go code), in the order of each run's log, with a webhook-id that stays
 // the same across the retries; the runs end without waiting for it.
@@ -150,7 +150,7 @@ func TestWebhooksReachADownReceiverInOrder(t *testing.T) {
 		c.MCPSecretKey, c.WebhooksAllowPrivate = webhookSecretKey(t), true
 		c.WebhookTimeout, c.WebhookRetryMaxInterval = 2*time.Second, 2*time.Second
 	}))
-	upAt := time.Now().Add(12 * time.Second)
+	upAt := time.Now().Add(30 * time.Second) // down for the 30 seconds
 	recv := &hookReceiver{answer: func() int {
 		if time.Now().Before(upAt) {
 			return http.StatusServiceUnavailable
