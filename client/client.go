@@ -236,6 +236,12 @@ type Run struct {
 	StartedAt     *time.Time `json:"started_at"`
 	CompletedAt   *time.Time `json:"completed_at"`
 	Usage         Usage      `json:"usage"`
+	// ThreadID is the id of the first run of the run's thread (its own id
+	// unless it is a follow-up); PreviousRunID the run it follows up.
+	ThreadID      string `json:"thread_id"`
+	PreviousRunID string `json:"previous_run_id,omitempty"`
+	// ForkedFrom is set on forks: the run and event the fork started from.
+	ForkedFrom *ForkedFrom `json:"forked_from,omitempty"`
 }
 
 // GetRun returns a run as the API does (decode it into Run for its main
@@ -249,8 +255,12 @@ type RunFilter struct {
 	HierarchyID string `json:"hierarchy_id,omitempty"`
 	Status      string `json:"status,omitempty"`
 	ThreadID    string `json:"thread_id,omitempty"`
-	Page        int    `json:"page,omitempty"`
-	PageSize    int    `json:"page_size,omitempty"`
+	// ForkedFrom lists one run's forks; ScheduleID the runs a schedule
+	// started.
+	ForkedFrom string `json:"forked_from,omitempty"`
+	ScheduleID string `json:"schedule_id,omitempty"`
+	Page       int    `json:"page,omitempty"`
+	PageSize   int    `json:"page_size,omitempty"`
 }
 
 // ListRuns lists runs, newest first.

@@ -228,8 +228,8 @@ func newRunsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "runs",
 		Aliases: []string{"run", "r"},
-		Short:   "Start, follow, show, list and cancel runs through the API",
-		Long:    "Start, follow, show, list and cancel runs (one hierarchy working on one task) through the API." + clientLong,
+		Short:   "Start, follow, show, list, steer, fork, cancel and delete runs through the API",
+		Long:    "Start, follow, show and list runs (one hierarchy working on one task) through the API; decide their approval gates, pause, resume and redirect them, cancel a team or the run, fork a finished run and delete one." + clientLong,
 		Args:    cobra.ArbitraryArgs,
 		RunE:    func(cmd *cobra.Command, args []string) error { return groupRun(cmd, args) },
 	}
@@ -250,9 +250,15 @@ dispatches, tool calls and their results, retries (the text they replace is
 marked superseded), approvals, and how the run ended. A dropped connection
 is resumed where it stopped. The exit status says how the run ended:
 0 completed, 2 failed, 3 cancelled, 4 timed out (1: the command itself
-failed; 130: interrupted, the run goes on).` + clientLong,
+failed; 130: interrupted, the run goes on).
+
+With --interactive, each approval gate the run opens is put to you on the
+terminal (standard input): approve, approve with an edited instruction or
+tool arguments, reject with a comment, or skip (leave it open); the stream
+then goes on.` + clientLong,
 		Example: `  RUN=$(./bin/executor runs start --hierarchy $H --task "Explain quantum tunnelling")
-  ./bin/executor runs start --hierarchy $H --task "Explain quantum tunnelling" --follow`,
+  ./bin/executor runs start --hierarchy $H --task "Explain quantum tunnelling" --follow
+  ./bin/executor runs start --hierarchy $H --task "Explain quantum tunnelling" --follow --interactive`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := af.client()
@@ -440,6 +446,7 @@ Every page is fetched unless --limit is given.` + clientLong,
 	}
 
 	cmd.AddCommand(start, followCmd, get, list, events, cancel)
+	cmd.AddCommand(steerCommands(&af)...)
 	return cmd
 }
 
@@ -459,13 +466,27 @@ func followRun(cmd *cobra.Command, c *client.Client, id string, fo followOptions
 	p := newPrinter(cmd.OutOrStdout(), fo)
 	stderr := cmd.ErrOrStderr()
 	ctx := cmd.Context()
+	onEvent := p.print
+	if fo.interactive {
+		a := newApprover(c, id, cmd.InOrStdin(), stderr)
+		onEvent = func(ev models.Event) error {
+			if err := p.print(ev); err != nil {
+				return err
+			}
+			if ev.Event.Category != models.CategoryApproval {
+				return nil
+			}
+			p.breakLine()
+			return a.onEvent(ctx, ev)
+		}
+	}
 	_, err := c.Follow(ctx, id, client.FollowOptions{
 		After: fo.after,
 		OnReconnect: func(after int64, cause error) {
 			p.breakLine()
 			fmt.Fprintf(stderr, "stream interrupted (%v); resuming after event %d\n", cause, after)
 		},
-	}, p.print)
+	}, onEvent)
 	p.breakLine()
 	if err != nil {
 		if ctx.Err() != nil {

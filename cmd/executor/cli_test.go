@@ -150,7 +150,7 @@ func TestFollowPrinter(t *testing.T) {
 [research/alice] ⚙ tool call web_search {"q":"x"}  (execution te-1)
 [research/alice] ⚙ tool result web_search in 12ms: found
 [research/bob] ↻ retry attempt 2: the text of attempt 1 above is superseded
-[research/alice] ⏸ approval requested apr_1 (tool): mcp docs/drop (destructive) {"id":7} — approve or reject it through the API (runs/approve, runs/reject)
+[research/alice] ⏸ approval requested apr_1 (tool): mcp docs/drop (destructive) {"id":7} — executor runs approve|reject  apr_1
 [chief] ! budget team research: spent 530 tokens, $0.0123 of 500 tokens (skip_team)
 [chief] ! budget run: spent 900 tokens, $0.5100 (and calls of unknown cost) of $0.5000 (finish)
 [chief] ✔ completed
