@@ -96,7 +96,7 @@ func TestCLISteering(t *testing.T) {
 		{[]string{"runs", "approve", run}, "the run id and the approval_id, are required"},
 		{[]string{"runs", "reject", run, "apr_x"}, "--comment is required"},
 		{[]string{"runs", "approve", run, "apr_x", "--arguments", "{nope"}, "not valid JSON"},
-		{[]string{"runs", "approve", run, "apr_x"}, "EXECUTION_FINISHED"},
+		{[]string{"runs", "approve", run, "apr_x"}, "HTTP 409 EXECUTION_ALREADY_FINISHED"},
 	} {
 		if r := e.runCLI(key, c.args...); r.code != 1 || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("executor %q: exit %d, stderr %q; want exit 1 saying %q", c.args, r.code, r.stderr, c.want)
