@@ -1,7 +1,19 @@
 // Package client is a Go client of the executor's HTTP API (contract 002,
-// under /api/executor/v1): hierarchies, runs, their stored events and their
-// live event stream, resumed by sequence after a dropped connection. The
-// executor binary's hierarchies and runs commands are built on it.
+// the executor's own REST surface under /api/executor/v1): hierarchies;
+// runs, their stored events and their live event stream, resumed by
+// sequence after a dropped connection; steering (pause, resume, redirect,
+// cancel a team), approval gates, forks, threads of follow-ups and
+// deleting a run; MCP servers and webhooks. The executor binary's client
+// commands are built on it.
+//
+// Every method takes a context that bounds the call (and, for Follow, the
+// whole stream). An answer the API refuses is an *APIError carrying the
+// HTTP status, the error code of docs/errors.md and the field at fault;
+// Call and CallRaw reach any route the typed methods do not cover.
+//
+// The examples run under go test against an executor started in process
+// (API and worker on a Temporal dev server, the offline model); see
+// docs/go-client.md.
 package client
 
 import (
@@ -60,6 +72,9 @@ type APIError struct {
 	Field     string `json:"field,omitempty"`
 }
 
+// Error says the status, the error code, the field at fault and the
+// message, e.g. "HTTP 400 INVALID_PARAMETERS (field teams[0].name): is
+// required".
 func (e *APIError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "HTTP %d", e.Status)
