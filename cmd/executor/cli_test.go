@@ -50,6 +50,8 @@ func TestHelpEverywhere(t *testing.T) {
 		{"serve"}, {"dev"}, {"migrate"}, {"replay"}, {"apikeys", "create"}, {"apikeys", "list"}, {"apikeys", "revoke"},
 		{"hierarchies", "create"}, {"hierarchies", "get"}, {"hierarchies", "list"},
 		{"runs", "start"}, {"runs", "follow"}, {"runs", "get"}, {"runs", "list"}, {"runs", "events"}, {"runs", "cancel"},
+		{"runs", "approvals"}, {"runs", "approve"}, {"runs", "reject"}, {"runs", "pause"}, {"runs", "resume"}, {"runs", "redirect"},
+		{"runs", "cancel-team"}, {"runs", "fork-points"}, {"runs", "fork"}, {"runs", "delete"}, {"threads", "list"}, {"threads", "continue"},
 		{"mcp-servers", "create"}, {"mcp-servers", "get"}, {"mcp-servers", "list"}, {"mcp-servers", "update"}, {"mcp-servers", "delete"},
 		{"webhooks", "create"}, {"webhooks", "get"}, {"webhooks", "list"}, {"webhooks", "update"}, {"webhooks", "delete"},
 		{"webhooks", "deliveries"}, {"webhooks", "redeliver"},
@@ -87,6 +89,18 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"runs", "list", "-o", "yaml"}, "--output"},
 		{[]string{"serve", "-role", "bogus"}, "--role: want all, api or worker"},
 		{[]string{"replay"}, "usage: executor replay"},
+		{[]string{"runs", "approve", "r1"}, "the run id and the approval_id, are required"},
+		{[]string{"runs", "reject", "r1", "apr_1"}, "--comment is required"},
+		{[]string{"runs", "approve", "r1", "apr_1", "--arguments", "{x"}, "--arguments: not valid JSON"},
+		{[]string{"runs", "cancel-team", "r1"}, "the run id and the team's name, are required"},
+		{[]string{"runs", "redirect", "r1", "--agent", "gs-1"}, "--message TEXT are required"},
+		{[]string{"runs", "fork", "r1"}, "--after SEQUENCE is required"},
+		{[]string{"runs", "fork", "r1", "--after", "3", "--team-instruction", "writing"}, "want TEAM=TEXT"},
+		{[]string{"runs", "fork", "r1", "--after", "3", "--agent-model", "=x"}, "want AGENT_ID=MODEL"},
+		{[]string{"runs", "delete"}, "the run id, is required"},
+		{[]string{"threads"}, "a command is required"},
+		{[]string{"threads", "continue", "r1"}, "--task"},
+		{[]string{"threads", "list"}, "the thread or run id, is required"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := execute(context.Background(), tc.args, &stdout, &stderr)
