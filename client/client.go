@@ -212,14 +212,25 @@ type StartRequest struct {
 	Task          string `json:"task"`
 	ID            string `json:"id,omitempty"`
 	PreviousRunID string `json:"previous_run_id,omitempty"`
+	// OnLimit is what to do when the tenant's concurrent runs are at their
+	// limit: "queue" (the API's default: the run waits, status queued) or
+	// "reject" (429). MultitaskStrategy is what a follow-up does when its
+	// thread's last run is still going: "reject", "enqueue" (the
+	// default), "interrupt" or "rollback" (docs/queue.md). Empty: the
+	// API's defaults.
+	OnLimit           string `json:"on_limit,omitempty"`
+	MultitaskStrategy string `json:"multitask_strategy,omitempty"`
 }
 
 // Started is runs/start's answer.
 type Started struct {
 	ID         string `json:"id"`
 	WorkflowID string `json:"workflow_id"`
-	Status     string `json:"status"`
-	ThreadID   string `json:"thread_id"`
+	// Status is pending, or queued when the run waits for admission
+	// (QueuePosition is then its place, 1 being next).
+	Status        string `json:"status"`
+	ThreadID      string `json:"thread_id"`
+	QueuePosition int    `json:"queue_position,omitempty"`
 }
 
 // StartRun starts a run.

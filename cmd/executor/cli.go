@@ -236,7 +236,7 @@ func newRunsCommand() *cobra.Command {
 	af.register(cmd)
 
 	var fo followOptions
-	var hierarchy, task, runID, previous string
+	var hierarchy, task, runID, previous, onLimit, strategy string
 	var follow bool
 	start := &cobra.Command{
 		Use:   `start --hierarchy ID --task "..." [--follow]`,
@@ -275,10 +275,12 @@ then goes on.` + clientLong,
 				}
 				task = string(raw)
 			}
-			started, err := c.StartRun(cmd.Context(), client.StartRequest{HierarchyID: hierarchy, Task: task, ID: runID, PreviousRunID: previous})
+			started, err := c.StartRun(cmd.Context(), client.StartRequest{HierarchyID: hierarchy, Task: task, ID: runID, PreviousRunID: previous,
+				OnLimit: onLimit, MultitaskStrategy: strategy})
 			if err != nil {
 				return err
 			}
+			noteQueued(cmd, started)
 			if !follow {
 				if af.json() {
 					return writeJSON(cmd.OutOrStdout(), started)
@@ -296,6 +298,8 @@ then goes on.` + clientLong,
 	start.Flags().StringVar(&runID, "id", "", "the run's id (default: a new UUID)")
 	start.Flags().StringVar(&previous, "previous-run", "", "follow up this run: the supervisors see its brief, and the new run joins its thread")
 	start.Flags().BoolVar(&follow, "follow", false, "stream the run until it ends; the exit status says how it ended")
+	start.Flags().StringVar(&onLimit, "on-limit", "", `at the tenant's concurrency limit: "queue" (the API's default: the run waits, queued) or "reject" (exit 1 with the API's 429)`)
+	start.Flags().StringVar(&strategy, "multitask-strategy", "", `with --previous-run, when that thread's last run is still going: reject, enqueue (the API's default), interrupt or rollback`)
 	fo.register(start)
 
 	followCmd := &cobra.Command{
@@ -448,6 +452,13 @@ Every page is fetched unless --limit is given.` + clientLong,
 	cmd.AddCommand(start, followCmd, get, list, events, cancel)
 	cmd.AddCommand(steerCommands(&af)...)
 	return cmd
+}
+
+// noteQueued says on standard error that a run started queued, and where.
+func noteQueued(cmd *cobra.Command, s client.Started) {
+	if s.QueuePosition > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "run %s is queued at position %d: it starts when a place frees\n", s.ID, s.QueuePosition)
+	}
 }
 
 // exactArgs requires one argument, naming it when missing.

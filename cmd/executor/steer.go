@@ -535,7 +535,7 @@ of any run of the thread.` + clientLong,
 	list.Flags().IntVar(&page, "page", 1, "page number, from 1")
 	list.Flags().IntVar(&pageSize, "page-size", 20, "runs per page (at most 100)")
 
-	var task, runID string
+	var task, runID, strategy string
 	var follow bool
 	var fo followOptions
 	cont := &cobra.Command{
@@ -573,10 +573,12 @@ same exit status.` + clientLong,
 				return fmt.Errorf("threads continue: thread %s has no runs", thread)
 			}
 			latest := p.Items[0]
-			started, err := c.StartRun(cmd.Context(), client.StartRequest{HierarchyID: latest.HierarchyID, Task: task, ID: runID, PreviousRunID: latest.ID})
+			started, err := c.StartRun(cmd.Context(), client.StartRequest{HierarchyID: latest.HierarchyID, Task: task, ID: runID, PreviousRunID: latest.ID,
+				MultitaskStrategy: strategy})
 			if err != nil {
 				return err
 			}
+			noteQueued(cmd, started)
 			fmt.Fprintf(cmd.ErrOrStderr(), "started run %s (workflow %s), a follow-up of run %s in thread %s\n", started.ID, started.WorkflowID, latest.ID, started.ThreadID)
 			if follow {
 				return followRun(cmd, c, started.ID, fo)
@@ -591,6 +593,7 @@ same exit status.` + clientLong,
 	cont.Flags().StringVar(&task, "task", "", `the follow-up's task (required; "-" reads it from standard input)`)
 	cont.Flags().StringVar(&runID, "id", "", "the new run's id (default: a new UUID)")
 	cont.Flags().BoolVar(&follow, "follow", false, "stream the run until it ends; the exit status says how it ended")
+	cont.Flags().StringVar(&strategy, "multitask-strategy", "", "when the thread's latest run is still going: reject, enqueue (the API's default), interrupt or rollback")
 	fo.register(cont)
 
 	cmd.AddCommand(list, cont)
