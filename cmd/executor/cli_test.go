@@ -176,6 +176,12 @@ func TestFollowPrinter(t *testing.T) {
 	if !strings.Contains(colored, "\x1b[36m[research/alice]\x1b[0m Hello world") {
 		t.Errorf("--color=always does not colour the team's prefix:\n%q", colored)
 	}
+	var queued bytes.Buffer
+	qp := newPrinter(&queued, followOptions{color: "never"})
+	qp.print(ev(gs, "lifecycle.queued", map[string]any{"reason": "tenant_limit", "position": 3.0}))
+	if want := "[chief] ⧗ queued tenant_limit, position 3: it starts when a place frees\n"; queued.String() != want {
+		t.Errorf("lifecycle.queued printed %q, want %q", queued.String(), want)
+	}
 	t.Setenv("NO_COLOR", "1")
 	if out := render(followOptions{color: "auto"}); strings.Contains(out, "\x1b[") {
 		t.Errorf("NO_COLOR: coloured output:\n%q", out)

@@ -200,6 +200,10 @@ func (p *printer) print(ev models.Event) error {
 		p.line(src, "%s team %s: %s", p.paint("31;1", "✗ cancelled"), str(d, "team_name"), str(d, "reason"))
 	case "dispatch.redirect":
 		p.line(src, "%s %s: %s", p.paint("1", "» redirect"), str(d, "agent_id"), clip(oneLine(str(d, "message")), 200))
+	case "lifecycle.queued":
+		// Over the tenant's concurrency limit or behind its thread's
+		// running run: it starts when admitted (docs/queue.md).
+		p.line(src, "%s %s, position %v: it starts when a place frees", p.paint("35;1", "⧗ queued"), str(d, "reason"), num(d, "position"))
 	case "lifecycle.paused":
 		p.line(src, "%s", p.paint("35;1", "⏸ paused"))
 	case "lifecycle.resumed":
