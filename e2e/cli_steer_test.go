@@ -151,6 +151,10 @@ func TestCLISteering(t *testing.T) {
 		forkView.ForkedFrom == nil || forkView.ForkedFrom.RunID != run || forkView.ThreadID != run {
 		t.Errorf("the fork's runs get: %v %+v", err, forkView)
 	}
+	if out := e.mustCLI(key, "runs", "get", fork); !strings.Contains(out, "forked from") || !strings.Contains(out, run+" after event "+strconv.FormatInt(after, 10)) ||
+		!strings.Contains(out, run+" (executor threads list "+fork+")") {
+		t.Errorf("runs get of the fork:\n%s", out)
+	}
 	writer := callsMatching(e.fake.Calls(), "W-WRITER")
 	if len(writer) != 1 {
 		t.Errorf("the fork's writer was called %d times", len(writer))

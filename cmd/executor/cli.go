@@ -543,6 +543,15 @@ func printRun(w io.Writer, r client.Run) {
 	fmt.Fprintf(tw, "status\t%s\n", r.Status)
 	fmt.Fprintf(tw, "hierarchy\t%s (%s)\n", r.HierarchyName, r.HierarchyID)
 	fmt.Fprintf(tw, "task\t%s\n", oneLine(r.Task))
+	if r.ThreadID != "" && r.ThreadID != r.ID {
+		fmt.Fprintf(tw, "thread\t%s (executor threads list %s)\n", r.ThreadID, r.ID)
+	}
+	if r.PreviousRunID != "" {
+		fmt.Fprintf(tw, "follows up\t%s\n", r.PreviousRunID)
+	}
+	if r.ForkedFrom != nil {
+		fmt.Fprintf(tw, "forked from\t%s after event %d\n", r.ForkedFrom.RunID, r.ForkedFrom.Sequence)
+	}
 	fmt.Fprintf(tw, "created\t%s\n", r.CreatedAt.Local().Format(time.DateTime))
 	if r.StartedAt != nil {
 		fmt.Fprintf(tw, "started\t%s\n", r.StartedAt.Local().Format(time.DateTime))
