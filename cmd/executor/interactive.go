@@ -84,7 +84,11 @@ func (a *approver) onEvent(ctx context.Context, ev models.Event) error {
 
 // decide prompts for one gate until a decision is accepted or skipped.
 func (a *approver) decide(ctx context.Context, g client.Approval) error {
-	fmt.Fprintf(a.out, "approval %s: %s %s wants to %s\n", g.ApprovalID, g.Kind, agentLabel(g), oneLine(gateWhat(g)))
+	what := "start its turn: " + g.Instruction
+	if g.Kind == models.ApprovalKindTool {
+		what = "call " + gateWhat(g)
+	}
+	fmt.Fprintf(a.out, "approval %s: %s wants to %s\n", g.ApprovalID, agentLabel(g), oneLine(what))
 	edit := "edit the instruction"
 	if g.Kind == models.ApprovalKindTool {
 		edit = "edit the arguments"

@@ -85,10 +85,10 @@ func TestApproverPrompts(t *testing.T) {
 	}{
 		{"edit a tool's arguments", tool, 1, "e\n{nope\ne\n[1]\ne\n{\"expression\":\"6*7\"}\n",
 			[]map[string]any{{"id": "r1", "approval_id": "apr_tool", "arguments": map[string]any{"expression": "6*7"}}},
-			[]string{`arguments as a JSON object (now {"expression":"2*21"})`, "not valid JSON: {nope", "refused: HTTP 400 INVALID_PARAMETERS (field arguments)", "apr_tool approved"}},
+			[]string{`research/searcher wants to call calculator {"expression":"2*21"}`, `arguments as a JSON object (now {"expression":"2*21"})`, "not valid JSON: {nope", "refused: HTTP 400 INVALID_PARAMETERS (field arguments)", "apr_tool approved"}},
 		{"edit an agent's instruction", agent, 0, "e\nShorter please\n",
 			[]map[string]any{{"id": "r1", "approval_id": "apr_turn", "instruction": "Shorter please"}},
-			[]string{"agent research/writer wants to write it", "new instruction: ", "apr_turn approved"}},
+			[]string{"approval apr_turn: research/writer wants to start its turn: write it", "new instruction: ", "apr_turn approved"}},
 		{"reject with a comment", agent, 0, "r\n\nr\nnot today\n",
 			[]map[string]any{{"id": "r1", "approval_id": "apr_turn", "comment": "not today"}},
 			[]string{"a rejection needs a comment", "apr_turn rejected"}},
