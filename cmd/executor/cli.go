@@ -307,7 +307,8 @@ then goes on.` + clientLong,
 		Short: "Stream a run's agents' text until it ends; the exit status says how",
 		Long: `Stream a run as 'runs start --follow' does, from its first event (or after
 --after N). A run that has ended is replayed from its stored events. Exit
-status: 0 completed, 2 failed, 3 cancelled, 4 timed out.` + clientLong,
+status: 0 completed, 2 failed, 3 cancelled, 4 timed out. With
+--interactive, each approval gate still open is put to you on the terminal.` + clientLong,
 		Args: exactArgs("run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := af.client()
