@@ -1,7 +1,19 @@
 // Package client is a Go client of the executor's HTTP API (contract 002,
-// under /api/executor/v1): hierarchies, runs, their stored events and their
-// live event stream, resumed by sequence after a dropped connection. The
-// executor binary's hierarchies and runs commands are built on it.
+// the executor's own REST surface under /api/executor/v1): hierarchies;
+// runs, their stored events and their live event stream, resumed by
+// sequence after a dropped connection; steering (pause, resume, redirect,
+// cancel a team), approval gates, forks, threads of follow-ups and
+// deleting a run; MCP servers and webhooks. The executor binary's client
+// commands are built on it.
+//
+// Every method takes a context that bounds the call (and, for Follow, the
+// whole stream). An answer the API refuses is an *APIError carrying the
+// HTTP status, the error code of docs/errors.md and the field at fault;
+// Call and CallRaw reach any route the typed methods do not cover.
+//
+// The examples run under go test against an executor started in process
+// (API and worker on a Temporal dev server, the offline model); see
+// docs/go-client.md.
 package client
 
 import (
@@ -60,6 +72,9 @@ type APIError struct {
 	Field     string `json:"field,omitempty"`
 }
 
+// Error says the status, the error code, the field at fault and the
+// message, e.g. "HTTP 400 INVALID_PARAMETERS (field teams[0].name): is
+// required".
 func (e *APIError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "HTTP %d", e.Status)
@@ -197,14 +212,25 @@ type StartRequest struct {
 	Task          string `json:"task"`
 	ID            string `json:"id,omitempty"`
 	PreviousRunID string `json:"previous_run_id,omitempty"`
+	// OnLimit is what to do when the tenant's concurrent runs are at their
+	// limit: "queue" (the API's default: the run waits, status queued) or
+	// "reject" (429). MultitaskStrategy is what a follow-up does when its
+	// thread's last run is still going: "reject", "enqueue" (the
+	// default), "interrupt" or "rollback" (docs/queue.md). Empty: the
+	// API's defaults.
+	OnLimit           string `json:"on_limit,omitempty"`
+	MultitaskStrategy string `json:"multitask_strategy,omitempty"`
 }
 
 // Started is runs/start's answer.
 type Started struct {
 	ID         string `json:"id"`
 	WorkflowID string `json:"workflow_id"`
-	Status     string `json:"status"`
-	ThreadID   string `json:"thread_id"`
+	// Status is pending, or queued when the run waits for admission
+	// (QueuePosition is then its place, 1 being next).
+	Status        string `json:"status"`
+	ThreadID      string `json:"thread_id"`
+	QueuePosition int    `json:"queue_position,omitempty"`
 }
 
 // StartRun starts a run.
@@ -236,6 +262,12 @@ type Run struct {
 	StartedAt     *time.Time `json:"started_at"`
 	CompletedAt   *time.Time `json:"completed_at"`
 	Usage         Usage      `json:"usage"`
+	// ThreadID is the id of the first run of the run's thread (its own id
+	// unless it is a follow-up); PreviousRunID the run it follows up.
+	ThreadID      string `json:"thread_id"`
+	PreviousRunID string `json:"previous_run_id,omitempty"`
+	// ForkedFrom is set on forks: the run and event the fork started from.
+	ForkedFrom *ForkedFrom `json:"forked_from,omitempty"`
 }
 
 // GetRun returns a run as the API does (decode it into Run for its main
@@ -249,8 +281,12 @@ type RunFilter struct {
 	HierarchyID string `json:"hierarchy_id,omitempty"`
 	Status      string `json:"status,omitempty"`
 	ThreadID    string `json:"thread_id,omitempty"`
-	Page        int    `json:"page,omitempty"`
-	PageSize    int    `json:"page_size,omitempty"`
+	// ForkedFrom lists one run's forks; ScheduleID the runs a schedule
+	// started.
+	ForkedFrom string `json:"forked_from,omitempty"`
+	ScheduleID string `json:"schedule_id,omitempty"`
+	Page       int    `json:"page,omitempty"`
+	PageSize   int    `json:"page_size,omitempty"`
 }
 
 // ListRuns lists runs, newest first.

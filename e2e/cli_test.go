@@ -27,8 +27,16 @@ type cliResult struct {
 // user would set them.
 func (e *testEnv) runCLI(key string, args ...string) cliResult {
 	e.t.Helper()
+	return e.runCLIInput(key, "", args...)
+}
+
+// runCLIInput is runCLI with stdin piped to the binary's standard input,
+// as a person typing at the terminal would send it, a line at a time.
+func (e *testEnv) runCLIInput(key, stdin string, args ...string) cliResult {
+	e.t.Helper()
 	cmd := exec.Command(executorBin, args...)
 	cmd.Env = append(os.Environ(), "EXECUTOR_URL="+e.rootURL(), "EXECUTOR_API_KEY="+key, "NO_COLOR=")
+	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	done := make(chan error, 1)

@@ -228,15 +228,15 @@ func newRunsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "runs",
 		Aliases: []string{"run", "r"},
-		Short:   "Start, follow, show, list and cancel runs through the API",
-		Long:    "Start, follow, show, list and cancel runs (one hierarchy working on one task) through the API." + clientLong,
+		Short:   "Start, follow, show, list, steer, fork, cancel and delete runs through the API",
+		Long:    "Start, follow, show and list runs (one hierarchy working on one task) through the API; decide their approval gates, pause, resume and redirect them, cancel a team or the run, fork a finished run and delete one." + clientLong,
 		Args:    cobra.ArbitraryArgs,
 		RunE:    func(cmd *cobra.Command, args []string) error { return groupRun(cmd, args) },
 	}
 	af.register(cmd)
 
 	var fo followOptions
-	var hierarchy, task, runID, previous string
+	var hierarchy, task, runID, previous, onLimit, strategy string
 	var follow bool
 	start := &cobra.Command{
 		Use:   `start --hierarchy ID --task "..." [--follow]`,
@@ -250,9 +250,15 @@ dispatches, tool calls and their results, retries (the text they replace is
 marked superseded), approvals, and how the run ended. A dropped connection
 is resumed where it stopped. The exit status says how the run ended:
 0 completed, 2 failed, 3 cancelled, 4 timed out (1: the command itself
-failed; 130: interrupted, the run goes on).` + clientLong,
+failed; 130: interrupted, the run goes on).
+
+With --interactive, each approval gate the run opens is put to you on the
+terminal (standard input): approve, approve with an edited instruction or
+tool arguments, reject with a comment, or skip (leave it open); the stream
+then goes on.` + clientLong,
 		Example: `  RUN=$(./bin/executor runs start --hierarchy $H --task "Explain quantum tunnelling")
-  ./bin/executor runs start --hierarchy $H --task "Explain quantum tunnelling" --follow`,
+  ./bin/executor runs start --hierarchy $H --task "Explain quantum tunnelling" --follow
+  ./bin/executor runs start --hierarchy $H --task "Explain quantum tunnelling" --follow --interactive`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := af.client()
@@ -269,10 +275,12 @@ failed; 130: interrupted, the run goes on).` + clientLong,
 				}
 				task = string(raw)
 			}
-			started, err := c.StartRun(cmd.Context(), client.StartRequest{HierarchyID: hierarchy, Task: task, ID: runID, PreviousRunID: previous})
+			started, err := c.StartRun(cmd.Context(), client.StartRequest{HierarchyID: hierarchy, Task: task, ID: runID, PreviousRunID: previous,
+				OnLimit: onLimit, MultitaskStrategy: strategy})
 			if err != nil {
 				return err
 			}
+			noteQueued(cmd, started)
 			if !follow {
 				if af.json() {
 					return writeJSON(cmd.OutOrStdout(), started)
@@ -290,6 +298,8 @@ failed; 130: interrupted, the run goes on).` + clientLong,
 	start.Flags().StringVar(&runID, "id", "", "the run's id (default: a new UUID)")
 	start.Flags().StringVar(&previous, "previous-run", "", "follow up this run: the supervisors see its brief, and the new run joins its thread")
 	start.Flags().BoolVar(&follow, "follow", false, "stream the run until it ends; the exit status says how it ended")
+	start.Flags().StringVar(&onLimit, "on-limit", "", `at the tenant's concurrency limit: "queue" (the API's default: the run waits, queued) or "reject" (exit 1 with the API's 429)`)
+	start.Flags().StringVar(&strategy, "multitask-strategy", "", `with --previous-run, when that thread's last run is still going: reject, enqueue (the API's default), interrupt or rollback`)
 	fo.register(start)
 
 	followCmd := &cobra.Command{
@@ -297,7 +307,8 @@ failed; 130: interrupted, the run goes on).` + clientLong,
 		Short: "Stream a run's agents' text until it ends; the exit status says how",
 		Long: `Stream a run as 'runs start --follow' does, from its first event (or after
 --after N). A run that has ended is replayed from its stored events. Exit
-status: 0 completed, 2 failed, 3 cancelled, 4 timed out.` + clientLong,
+status: 0 completed, 2 failed, 3 cancelled, 4 timed out. With
+--interactive, each approval gate still open is put to you on the terminal.` + clientLong,
 		Args: exactArgs("run id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := af.client()
@@ -440,7 +451,15 @@ Every page is fetched unless --limit is given.` + clientLong,
 	}
 
 	cmd.AddCommand(start, followCmd, get, list, events, cancel)
+	cmd.AddCommand(steerCommands(&af)...)
 	return cmd
+}
+
+// noteQueued says on standard error that a run started queued, and where.
+func noteQueued(cmd *cobra.Command, s client.Started) {
+	if s.QueuePosition > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "run %s is queued at position %d: it starts when a place frees\n", s.ID, s.QueuePosition)
+	}
 }
 
 // exactArgs requires one argument, naming it when missing.
@@ -459,13 +478,27 @@ func followRun(cmd *cobra.Command, c *client.Client, id string, fo followOptions
 	p := newPrinter(cmd.OutOrStdout(), fo)
 	stderr := cmd.ErrOrStderr()
 	ctx := cmd.Context()
+	onEvent := p.print
+	if fo.interactive {
+		a := newApprover(c, id, cmd.InOrStdin(), stderr)
+		onEvent = func(ev models.Event) error {
+			if err := p.print(ev); err != nil {
+				return err
+			}
+			if ev.Event.Category != models.CategoryApproval {
+				return nil
+			}
+			p.breakLine()
+			return a.onEvent(ctx, ev)
+		}
+	}
 	_, err := c.Follow(ctx, id, client.FollowOptions{
 		After: fo.after,
 		OnReconnect: func(after int64, cause error) {
 			p.breakLine()
 			fmt.Fprintf(stderr, "stream interrupted (%v); resuming after event %d\n", cause, after)
 		},
-	}, p.print)
+	}, onEvent)
 	p.breakLine()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -511,6 +544,15 @@ func printRun(w io.Writer, r client.Run) {
 	fmt.Fprintf(tw, "status\t%s\n", r.Status)
 	fmt.Fprintf(tw, "hierarchy\t%s (%s)\n", r.HierarchyName, r.HierarchyID)
 	fmt.Fprintf(tw, "task\t%s\n", oneLine(r.Task))
+	if r.ThreadID != "" && r.ThreadID != r.ID {
+		fmt.Fprintf(tw, "thread\t%s (executor threads list %s)\n", r.ThreadID, r.ID)
+	}
+	if r.PreviousRunID != "" {
+		fmt.Fprintf(tw, "follows up\t%s\n", r.PreviousRunID)
+	}
+	if r.ForkedFrom != nil {
+		fmt.Fprintf(tw, "forked from\t%s after event %d\n", r.ForkedFrom.RunID, r.ForkedFrom.Sequence)
+	}
 	fmt.Fprintf(tw, "created\t%s\n", r.CreatedAt.Local().Format(time.DateTime))
 	if r.StartedAt != nil {
 		fmt.Fprintf(tw, "started\t%s\n", r.StartedAt.Local().Format(time.DateTime))

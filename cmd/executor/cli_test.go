@@ -50,6 +50,8 @@ func TestHelpEverywhere(t *testing.T) {
 		{"serve"}, {"dev"}, {"migrate"}, {"replay"}, {"apikeys", "create"}, {"apikeys", "list"}, {"apikeys", "revoke"},
 		{"hierarchies", "create"}, {"hierarchies", "get"}, {"hierarchies", "list"},
 		{"runs", "start"}, {"runs", "follow"}, {"runs", "get"}, {"runs", "list"}, {"runs", "events"}, {"runs", "cancel"},
+		{"runs", "approvals"}, {"runs", "approve"}, {"runs", "reject"}, {"runs", "pause"}, {"runs", "resume"}, {"runs", "redirect"},
+		{"runs", "cancel-team"}, {"runs", "fork-points"}, {"runs", "fork"}, {"runs", "delete"}, {"threads", "list"}, {"threads", "continue"},
 		{"mcp-servers", "create"}, {"mcp-servers", "get"}, {"mcp-servers", "list"}, {"mcp-servers", "update"}, {"mcp-servers", "delete"},
 		{"webhooks", "create"}, {"webhooks", "get"}, {"webhooks", "list"}, {"webhooks", "update"}, {"webhooks", "delete"},
 		{"webhooks", "deliveries"}, {"webhooks", "redeliver"},
@@ -87,6 +89,18 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"runs", "list", "-o", "yaml"}, "--output"},
 		{[]string{"serve", "-role", "bogus"}, "--role: want all, api or worker"},
 		{[]string{"replay"}, "usage: executor replay"},
+		{[]string{"runs", "approve", "r1"}, "the run id and the approval_id, are required"},
+		{[]string{"runs", "reject", "r1", "apr_1"}, "--comment is required"},
+		{[]string{"runs", "approve", "r1", "apr_1", "--arguments", "{x"}, "--arguments: not valid JSON"},
+		{[]string{"runs", "cancel-team", "r1"}, "the run id and the team's name, are required"},
+		{[]string{"runs", "redirect", "r1", "--agent", "gs-1"}, "--message TEXT are required"},
+		{[]string{"runs", "fork", "r1"}, "--after SEQUENCE is required"},
+		{[]string{"runs", "fork", "r1", "--after", "3", "--team-instruction", "writing"}, "want TEAM=TEXT"},
+		{[]string{"runs", "fork", "r1", "--after", "3", "--agent-model", "=x"}, "want AGENT_ID=MODEL"},
+		{[]string{"runs", "delete"}, "the run id, is required"},
+		{[]string{"threads"}, "a command is required"},
+		{[]string{"threads", "continue", "r1"}, "--task"},
+		{[]string{"threads", "list"}, "the thread or run id, is required"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := execute(context.Background(), tc.args, &stdout, &stderr)
@@ -150,7 +164,7 @@ func TestFollowPrinter(t *testing.T) {
 [research/alice] ⚙ tool call web_search {"q":"x"}  (execution te-1)
 [research/alice] ⚙ tool result web_search in 12ms: found
 [research/bob] ↻ retry attempt 2: the text of attempt 1 above is superseded
-[research/alice] ⏸ approval requested apr_1 (tool): mcp docs/drop (destructive) {"id":7} — approve or reject it through the API (runs/approve, runs/reject)
+[research/alice] ⏸ approval requested apr_1 (tool): mcp docs/drop (destructive) {"id":7} — executor runs approve|reject  apr_1
 [chief] ! budget team research: spent 530 tokens, $0.0123 of 500 tokens (skip_team)
 [chief] ! budget run: spent 900 tokens, $0.5100 (and calls of unknown cost) of $0.5000 (finish)
 [chief] ✔ completed
@@ -161,6 +175,12 @@ func TestFollowPrinter(t *testing.T) {
 	colored := render(followOptions{color: "always"})
 	if !strings.Contains(colored, "\x1b[36m[research/alice]\x1b[0m Hello world") {
 		t.Errorf("--color=always does not colour the team's prefix:\n%q", colored)
+	}
+	var queued bytes.Buffer
+	qp := newPrinter(&queued, followOptions{color: "never"})
+	qp.print(ev(gs, "lifecycle.queued", map[string]any{"reason": "tenant_limit", "position": 3.0}))
+	if want := "[chief] ⧗ queued tenant_limit, position 3: it starts when a place frees\n"; queued.String() != want {
+		t.Errorf("lifecycle.queued printed %q, want %q", queued.String(), want)
 	}
 	t.Setenv("NO_COLOR", "1")
 	if out := render(followOptions{color: "auto"}); strings.Contains(out, "\x1b[") {

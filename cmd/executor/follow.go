@@ -20,12 +20,16 @@ type followOptions struct {
 	reasoning bool
 	usage     bool
 	color     string // auto, always, never
+	// interactive: ask the person at the terminal to decide the run's
+	// approval gates as they open.
+	interactive bool
 }
 
 func (fo *followOptions) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&fo.reasoning, "reasoning", false, "also print the models' reasoning text, when they send it")
 	cmd.Flags().BoolVar(&fo.usage, "usage", false, "also print each model call's tokens and cost")
 	cmd.Flags().StringVar(&fo.color, "color", "auto", "colour the [team/agent] prefixes: auto (on a terminal, unless NO_COLOR is set), always or never")
+	cmd.Flags().BoolVar(&fo.interactive, "interactive", false, "at each approval gate, ask on the terminal (standard input) whether to approve, approve with an edit, reject with a comment, or leave it open")
 }
 
 // useColor decides whether to colour output written to w.
@@ -189,13 +193,17 @@ func (p *printer) print(ev models.Event) error {
 			}
 			what = tool + " " + compact(d["arguments"])
 		}
-		p.line(src, "%s %s (%s): %s — approve or reject it through the API (runs/approve, runs/reject)", p.paint("35;1", "⏸ approval requested"), str(d, "approval_id"), str(d, "kind"), clip(oneLine(what), 200))
+		p.line(src, "%s %s (%s): %s — executor runs approve|reject %s %s", p.paint("35;1", "⏸ approval requested"), str(d, "approval_id"), str(d, "kind"), clip(oneLine(what), 200), ev.RunID, str(d, "approval_id"))
 	case "approval.resolved":
 		p.line(src, "%s %s %s by %s", p.paint("35;1", "⏵ approval"), str(d, "approval_id"), str(d, "decision"), str(d, "decided_by"))
 	case "dispatch.team_cancelled":
 		p.line(src, "%s team %s: %s", p.paint("31;1", "✗ cancelled"), str(d, "team_name"), str(d, "reason"))
 	case "dispatch.redirect":
 		p.line(src, "%s %s: %s", p.paint("1", "» redirect"), str(d, "agent_id"), clip(oneLine(str(d, "message")), 200))
+	case "lifecycle.queued":
+		// Over the tenant's concurrency limit or behind its thread's
+		// running run: it starts when admitted (docs/queue.md).
+		p.line(src, "%s %s, position %v: it starts when a place frees", p.paint("35;1", "⧗ queued"), str(d, "reason"), num(d, "position"))
 	case "lifecycle.paused":
 		p.line(src, "%s", p.paint("35;1", "⏸ paused"))
 	case "lifecycle.resumed":

@@ -9,6 +9,8 @@
 //	executor apikeys create|list|revoke     manage API keys
 //	executor hierarchies create|get|list    a client of the API's hierarchies
 //	executor runs start|follow|get|list|events|cancel   a client of the API's runs
+//	executor runs approvals|approve|reject|pause|resume|redirect|cancel-team|fork-points|fork|delete  steer, fork and delete runs
+//	executor threads list|continue          a run's thread and its follow-ups
 //	executor mcp-servers create|get|list|update|delete  a client of the API's MCP servers
 //	executor schedules create|list|get|pause|unpause|trigger|update|delete  a client of the API's schedules
 //	executor webhooks create|get|list|update|delete|deliveries|redeliver  a client of the API's webhooks
@@ -83,7 +85,7 @@ func newRootCommand() *cobra.Command {
 		Short: "Run hierarchical teams of LLM agents as durable Temporal workflows",
 		Long: `executor is op-stack-executor in one binary: the service (serve, dev), its
 operator commands (migrate, replay, apikeys) and a client of its HTTP API
-(hierarchies, runs, mcp-servers, schedules, webhooks).
+(hierarchies, runs, threads, mcp-servers, schedules, webhooks).
 
 The service is configured by environment variables (docs/configuration.md).
 The client commands find the API at EXECUTOR_URL (default
@@ -102,7 +104,7 @@ http://127.0.0.1:8080) with the key in EXECUTOR_API_KEY, or --url and
 		c.GroupID = "service"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newHierarchiesCommand(), newRunsCommand(), newMCPServersCommand(), newSchedulesCommand(), newWebhooksCommand()} {
+	for _, c := range []*cobra.Command{newHierarchiesCommand(), newRunsCommand(), newThreadsCommand(), newMCPServersCommand(), newSchedulesCommand(), newWebhooksCommand()} {
 		c.GroupID = "client"
 		root.AddCommand(c)
 	}
