@@ -190,7 +190,32 @@ func (t *turnBudget) stop(ctx workflow.Context, s *TeamState) bool {
 	if t.w.teamSpent(ctx, t.team, turn) {
 		return true
 	}
-	return t.w.agentSpent(ctx, t.supervisor, s.Usage)
+	if t.w.agentSpent(ctx, t.supervisor, s.Usage) {
+		return true
+	}
+	if t.w.in.Options.ScopedBudgetFail {
+		// Under "fail" a worker already done in this turn (no longer an
+		// option, so workers did not look at it) fails the run too.
+		if team := findTeam(t.w.hier, t.team); team != nil {
+			for _, wk := range team.Workers {
+				if _, ok := t.w.budget().Agents[wk.AgentID]; ok && t.w.agentSpent(ctx, wk.AgentID, workerTurnUsage(s, wk.AgentID)) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// workerTurnUsage is what agentID has spent in the turn s so far.
+func workerTurnUsage(s *TeamState, agentID string) models.Usage {
+	var u models.Usage
+	for _, o := range s.Outputs {
+		if o.AgentID == agentID {
+			u = u.Add(o.Usage)
+		}
+	}
+	return u
 }
 
 // workers leaves out of options the workers whose budget is spent.
@@ -220,6 +245,24 @@ func (w *runWorkflow) checkTeamBudgets(ctx workflow.Context) {
 	for _, t := range w.hier.Teams {
 		if _, ok := b.Teams[t.Name]; ok {
 			w.teamSpent(ctx, t.Name, models.Usage{})
+		}
+	}
+	w.checkAgentBudgets(ctx)
+}
+
+// checkAgentBudgets, under change scoped-budget-fail, looks at every agent
+// with a limit, in the hierarchy's order: one whose budget is spent fails
+// the run (failScope), also when it is no longer an option anywhere.
+func (w *runWorkflow) checkAgentBudgets(ctx workflow.Context) {
+	b := w.budget()
+	if b == nil || !w.in.Options.ScopedBudgetFail || w.state.BudgetSpent {
+		return
+	}
+	for _, t := range w.hier.Teams {
+		for _, a := range append([]models.Agent{t.Supervisor}, t.Workers...) {
+			if _, ok := b.Agents[a.AgentID]; ok && w.agentSpent(ctx, a.AgentID, models.Usage{}) {
+				return
+			}
 		}
 	}
 }

@@ -722,6 +722,11 @@ func (w *runWorkflow) runParallel(ctx workflow.Context) error {
 		if spent && len(running) == 0 {
 			return w.budgetEnd()
 		}
+		if w.checkAgentBudgets(ctx); !spent && w.state.BudgetSpent { // change scoped-budget-fail
+			if spent = true; len(running) == 0 {
+				return w.budgetEnd()
+			}
+		}
 		for _, name := range w.hier.ExecutionOrder {
 			if spent || len(running) >= limit || w.gate.held() || w.draining {
 				break
