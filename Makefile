@@ -16,15 +16,20 @@ export TEMPORAL_CLI := $(TEMPORAL)
 run: temporal-cli build
 	$(EXECUTOR) dev
 
-## build: build the executor binary into ./bin
+## build: build the executor binary into ./bin (the first time, with a cold module cache, it downloads
+##   the modules and compiles them: minutes, with a line every 15 s)
 build:
-	$(GO) build -o $(EXECUTOR) ./cmd/executor
+	@echo "building ./bin/executor (the first time: downloads and compiles its modules, a few minutes)..."
+	@./scripts/progress.sh "compiling the executor" $(GO) build -o $(EXECUTOR) ./cmd/executor
 
 ## test: every test (unit, API over HTTP on SQLite and PostgreSQL, workflows, end-to-end against a dev
 ##   server, the web console in headless Chromium, the import layering in internal/layering)
-test: temporal-cli browser
+##   Without TEST_DATABASE_URL or Chromium those layers are skipped, and it says so before and after.
+test: temporal-cli
+	-@$(MAKE) --no-print-directory browser
+	@./scripts/test-layers.sh before
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 25m ./...
+	@rc=0; $(GO) test -count=1 -timeout 25m ./... || rc=$$?; ./scripts/test-layers.sh after; exit $$rc
 
 ## browser: Debian's chromium for the console's browser test (e2e/console_test.go), installed with
 ##   apt-get when missing; that needs root (CI runs as root)
