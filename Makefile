@@ -73,25 +73,41 @@ $(TEMPORAL_STAMP):
 	echo "temporal CLI ready: ./bin/temporal ($$(( $$(date +%s) - start ))s)"
 	@rm -f $(BIN)/.temporal-v* && touch $@
 
-## cluster: a real Temporal server (PostgreSQL at CLUSTER_DATABASE_URL, frontend 127.0.0.1:7333) in the
-##   background, built once into ./bin; namespace and search attributes registered (docs/cluster.md)
+## cluster: a real Temporal server (PostgreSQL at CLUSTER_DATABASE_URL, frontend 127.0.0.1:7333) and its
+##   Web UI (http://127.0.0.1:8333) in the background, built once into ./bin; namespace and search
+##   attributes registered, a database for `executor serve` created (docs/cluster.md)
 TEMPORAL_SERVER_VERSION := v1.29.1
 TEMPORAL_SERVER_STAMP := $(BIN)/.temporal-server-$(TEMPORAL_SERVER_VERSION)
 
-cluster: temporal-cli $(TEMPORAL_SERVER_STAMP)
+# The Temporal Web UI for that server: github.com/temporalio/ui-server/v2 from the module proxy, the
+# version the pinned temporal CLI embeds in its dev server (so both paths show the same UI), built into
+# ./bin/ui/server (its command is named server, like the Temporal server's).
+TEMPORAL_UI_VERSION := v2.42.1
+TEMPORAL_UI_STAMP := $(BIN)/.temporal-ui-$(TEMPORAL_UI_VERSION)
+
+cluster: temporal-cli $(TEMPORAL_SERVER_STAMP) $(TEMPORAL_UI_STAMP)
 	BIN=$(BIN) TEMPORAL_SERVER_VERSION=$(TEMPORAL_SERVER_VERSION) ./cluster/setup.sh
+
+$(TEMPORAL_UI_STAMP):
+	@mkdir -p $(BIN)/ui
+	@echo "cluster: building the Temporal Web UI (github.com/temporalio/ui-server/v2 $(TEMPORAL_UI_VERSION)) into ./bin/ui, once: about 3 minutes"
+	@GOBIN=$(BIN)/ui ./scripts/progress.sh "building the Temporal Web UI" $(GO) install github.com/temporalio/ui-server/v2/cmd/server@$(TEMPORAL_UI_VERSION)
+	@rm -f $(BIN)/.temporal-ui-v* && touch $@
 
 $(TEMPORAL_SERVER_STAMP):
 	BIN=$(BIN) GO=$(GO) TEMPORAL_SERVER_VERSION=$(TEMPORAL_SERVER_VERSION) ./cluster/build.sh
 	@rm -f $(BIN)/.temporal-server-v* && touch $@
 
-## cluster-stop: stop the server `make cluster` started (its databases stay)
+## cluster-stop: stop the server and Web UI `make cluster` started (its databases stay; the settings it
+##   used are read from .data/cluster.env)
 cluster-stop:
 	./cluster/stop.sh
 
 ## cluster-test: the cluster layer: two API and two worker processes of `executor serve` on that server
+##   (the address, port and directory `make cluster` used, from .data/cluster.env)
 cluster-test: cluster
-	$(GO) test -tags cluster -count=1 -timeout 20m -v ./clustertest/
+	set -a && . ./.data/cluster.env && set +a && \
+	  $(GO) test -tags cluster -count=1 -timeout 20m -v ./clustertest/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
