@@ -20,7 +20,7 @@ run: temporal-cli build
 ##   the modules and compiles them: minutes, with a line every 15 s)
 build:
 	@echo "building ./bin/executor (the first time: downloads and compiles its modules, a few minutes)..."
-	@./scripts/progress.sh "compiling the executor" $(GO) build -o $(EXECUTOR) ./cmd/executor
+	@./scripts/progress.sh "downloading and compiling the executor" $(GO) build -o $(EXECUTOR) ./cmd/executor
 
 ## test: every test (unit, API over HTTP on SQLite and PostgreSQL, workflows, end-to-end against a dev
 ##   server, the web console in headless Chromium, the import layering in internal/layering)
@@ -66,7 +66,7 @@ $(TEMPORAL_STAMP):
 	@mkdir -p $(BIN)
 	@echo "building the temporal CLI $(TEMPORAL_CLI_VERSION) into ./bin (first time only: about 2-3 minutes)..."
 	@start=$$(date +%s); \
-	( i=0; while sleep 1; do i=$$((i+1)); [ $$((i % 15)) -eq 0 ] && echo "  ... still compiling the temporal CLI ($${i}s)"; done ) & ticker=$$!; \
+	( i=0; while sleep 1; do i=$$((i+1)); [ $$((i % 15)) -eq 0 ] && echo "  ... still downloading and compiling the temporal CLI ($${i}s)"; done ) & ticker=$$!; \
 	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION); rc=$$?; \
 	kill $$ticker 2>/dev/null; \
 	if [ $$rc -ne 0 ]; then echo "building the temporal CLI failed"; exit $$rc; fi; \
