@@ -16,15 +16,20 @@ export TEMPORAL_CLI := $(TEMPORAL)
 run: temporal-cli build
 	$(EXECUTOR) dev
 
-## build: build the executor binary into ./bin
+## build: build the executor binary into ./bin (the first time, with a cold module cache, it downloads
+##   the modules and compiles them: minutes, with a line every 15 s)
 build:
-	$(GO) build -o $(EXECUTOR) ./cmd/executor
+	@echo "building ./bin/executor (the first time: downloads and compiles its modules, a few minutes)..."
+	@./scripts/progress.sh "downloading and compiling the executor" $(GO) build -o $(EXECUTOR) ./cmd/executor
 
 ## test: every test (unit, API over HTTP on SQLite and PostgreSQL, workflows, end-to-end against a dev
 ##   server, the web console in headless Chromium, the import layering in internal/layering)
-test: temporal-cli browser
+##   Without TEST_DATABASE_URL or Chromium those layers are skipped, and it says so before and after.
+test: temporal-cli
+	-@$(MAKE) --no-print-directory browser
+	@./scripts/test-layers.sh before
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 25m ./...
+	@rc=0; $(GO) test -count=1 -timeout 25m ./... || rc=$$?; ./scripts/test-layers.sh after; exit $$rc
 
 ## browser: Debian's chromium for the console's browser test (e2e/console_test.go), installed with
 ##   apt-get when missing; that needs root (CI runs as root)
@@ -61,32 +66,48 @@ $(TEMPORAL_STAMP):
 	@mkdir -p $(BIN)
 	@echo "building the temporal CLI $(TEMPORAL_CLI_VERSION) into ./bin (first time only: about 2-3 minutes)..."
 	@start=$$(date +%s); \
-	( i=0; while sleep 1; do i=$$((i+1)); [ $$((i % 15)) -eq 0 ] && echo "  ... still compiling the temporal CLI ($${i}s)"; done ) & ticker=$$!; \
+	( i=0; while sleep 1; do i=$$((i+1)); [ $$((i % 15)) -eq 0 ] && echo "  ... still downloading and compiling the temporal CLI ($${i}s)"; done ) & ticker=$$!; \
 	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION); rc=$$?; \
 	kill $$ticker 2>/dev/null; \
 	if [ $$rc -ne 0 ]; then echo "building the temporal CLI failed"; exit $$rc; fi; \
 	echo "temporal CLI ready: ./bin/temporal ($$(( $$(date +%s) - start ))s)"
 	@rm -f $(BIN)/.temporal-v* && touch $@
 
-## cluster: a real Temporal server (PostgreSQL at CLUSTER_DATABASE_URL, frontend 127.0.0.1:7333) in the
-##   background, built once into ./bin; namespace and search attributes registered (docs/cluster.md)
+## cluster: a real Temporal server (PostgreSQL at CLUSTER_DATABASE_URL, frontend 127.0.0.1:7333) and its
+##   Web UI (http://127.0.0.1:8333) in the background, built once into ./bin; namespace and search
+##   attributes registered, a database for `executor serve` created (docs/cluster.md)
 TEMPORAL_SERVER_VERSION := v1.29.1
 TEMPORAL_SERVER_STAMP := $(BIN)/.temporal-server-$(TEMPORAL_SERVER_VERSION)
 
-cluster: temporal-cli $(TEMPORAL_SERVER_STAMP)
+# The Temporal Web UI for that server: github.com/temporalio/ui-server/v2 from the module proxy, the
+# version the pinned temporal CLI embeds in its dev server (so both paths show the same UI), built into
+# ./bin/ui/server (its command is named server, like the Temporal server's).
+TEMPORAL_UI_VERSION := v2.42.1
+TEMPORAL_UI_STAMP := $(BIN)/.temporal-ui-$(TEMPORAL_UI_VERSION)
+
+cluster: temporal-cli $(TEMPORAL_SERVER_STAMP) $(TEMPORAL_UI_STAMP)
 	BIN=$(BIN) TEMPORAL_SERVER_VERSION=$(TEMPORAL_SERVER_VERSION) ./cluster/setup.sh
+
+$(TEMPORAL_UI_STAMP):
+	@mkdir -p $(BIN)/ui
+	@echo "cluster: building the Temporal Web UI (github.com/temporalio/ui-server/v2 $(TEMPORAL_UI_VERSION)) into ./bin/ui, once: about 3 minutes"
+	@GOBIN=$(BIN)/ui ./scripts/progress.sh "building the Temporal Web UI" $(GO) install github.com/temporalio/ui-server/v2/cmd/server@$(TEMPORAL_UI_VERSION)
+	@rm -f $(BIN)/.temporal-ui-v* && touch $@
 
 $(TEMPORAL_SERVER_STAMP):
 	BIN=$(BIN) GO=$(GO) TEMPORAL_SERVER_VERSION=$(TEMPORAL_SERVER_VERSION) ./cluster/build.sh
 	@rm -f $(BIN)/.temporal-server-v* && touch $@
 
-## cluster-stop: stop the server `make cluster` started (its databases stay)
+## cluster-stop: stop the server and Web UI `make cluster` started (its databases stay; the settings it
+##   used are read from .data/cluster.env)
 cluster-stop:
 	./cluster/stop.sh
 
 ## cluster-test: the cluster layer: two API and two worker processes of `executor serve` on that server
+##   (the address, port and directory `make cluster` used, from .data/cluster.env)
 cluster-test: cluster
-	$(GO) test -tags cluster -count=1 -timeout 20m -v ./clustertest/
+	set -a && . ./.data/cluster.env && set +a && \
+	  $(GO) test -tags cluster -count=1 -timeout 20m -v ./clustertest/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

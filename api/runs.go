@@ -17,6 +17,7 @@ import (
 
 	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/models"
+	"github.com/op-stack/executor/pricing"
 	"github.com/op-stack/executor/store"
 	"github.com/op-stack/executor/telemetry"
 	"github.com/op-stack/executor/webhooks"
@@ -217,6 +218,10 @@ type Runs struct {
 	// Models checks, before a run starts, that every agent's model routes
 	// to a supported, configured provider; nil skips the check.
 	Models ModelChecker
+	// Prices are the model prices (LLM_PRICES_FILE over the built-in
+	// list prices) a cost budget is checked against before a run starts
+	// (checkPrices); nil uses pricing.Defaults.
+	Prices pricing.Table
 	// MaxConcurrentRuns is how many runs one tenant may have pending or
 	// running; a start beyond it is refused with 429. Zero: unlimited. The
 	// check counts stored runs, so starts racing on several replicas may
@@ -325,6 +330,13 @@ func (r *Runs) prepare(ctx context.Context, h *models.Hierarchy, task string, op
 	}
 	if opts.Budget == nil {
 		opts.Budget = h.Budget // the hierarchy's default, validated when stored
+	}
+	budgetField := "execution_config.budget"
+	if opts.Budget == h.Budget {
+		budgetField = "budget"
+	}
+	if err := r.checkPrices(opts.Budget, budgetField, h); err != nil {
+		return nil, err
 	}
 	offline, err := r.checkModels(h)
 	if err != nil {
@@ -511,6 +523,71 @@ func (r *Runs) checkModels(h *models.Hierarchy) ([]string, error) {
 		}
 	}
 	return offline, nil
+}
+
+// checkPrices refuses a cost budget (max_cost_usd, for the run, a team or
+// an agent) that would count a model without a price: such a call's cost
+// is unknown, not $0, so the budget could not see it. Every agent the limit
+// covers is checked with its model (or the default) and its fallback
+// models; agents the offline model answers cost nothing and pass. field is
+// where the budget came from (execution_config.budget, or the hierarchy's
+// default budget).
+func (r *Runs) checkPrices(b *models.Budget, field string, h *models.Hierarchy) error {
+	if b == nil {
+		return nil
+	}
+	prices := r.Prices
+	if prices == nil {
+		prices = pricing.Defaults
+	}
+	check := func(limitField string, a models.Agent, where string) error {
+		model := a.Model
+		if model == "" {
+			model = r.Options.DefaultModel
+		}
+		if r.Models != nil && r.Models.RoutesOffline(llm.Request{Model: model, Provider: a.Provider, BaseURL: a.BaseURL, Region: a.Region}) {
+			return nil // the offline model costs nothing
+		}
+		for _, m := range append([]string{model}, a.FallbackModels...) {
+			if _, ok := prices.Lookup(m); !ok {
+				return &models.Error{Code: models.CodeInvalidParameters, Field: limitField, Message: fmt.Sprintf(
+					"%s: agent %s (%s) uses model %q, which has no price: its calls' cost would be unknown, not $0, and a cost budget cannot count them; "+
+						"price the model in LLM_PRICES_FILE (docs/cost-and-budgets.md) or cap the run with max_tokens instead", limitField, a.AgentID, where, m)}
+			}
+		}
+		return nil
+	}
+	covered := func(team string, a models.Agent) string {
+		switch {
+		case b.MaxCostUSD > 0:
+			return field + ".max_cost_usd"
+		case b.Teams[team].MaxCostUSD > 0:
+			return field + ".teams." + team + ".max_cost_usd"
+		case b.Agents[a.AgentID].MaxCostUSD > 0:
+			return field + ".agents." + a.AgentID + ".max_cost_usd"
+		}
+		return ""
+	}
+	if f := covered("", h.GlobalSupervisor); f != "" {
+		if err := check(f, h.GlobalSupervisor, "global_supervisor_agent"); err != nil {
+			return err
+		}
+	}
+	for i, t := range h.Teams {
+		if f := covered(t.Name, t.Supervisor); f != "" {
+			if err := check(f, t.Supervisor, fmt.Sprintf("teams[%d].team_supervisor_agent", i)); err != nil {
+				return err
+			}
+		}
+		for j, w := range t.Workers {
+			if f := covered(t.Name, w); f != "" {
+				if err := check(f, w, fmt.Sprintf("teams[%d].workers[%d]", i, j)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // runView is runs/get's answer.

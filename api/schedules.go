@@ -349,6 +349,15 @@ func (s *Server) createSchedule(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	// Likewise a cost budget over a model without a price (checkPrices).
+	budget, field := run.Budget, "execution_config.budget"
+	if budget == nil {
+		budget, field = h.Budget, "budget"
+	}
+	if err := s.runs.checkPrices(budget, field, h); err != nil {
+		s.writeError(c, err)
+		return
+	}
 	id := models.ScheduleIDPrefix + models.NewID()
 	run.ScheduleID = id
 	sc := &store.Schedule{ID: id, TenantID: tenantOrDefault(h.TenantID), HierarchyID: h.ID, Cron: spec.CronExpressions}

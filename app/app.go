@@ -247,7 +247,7 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 	// Schedules' actions store their runs here, with runs/start's checks
 	// (docs/schedules.md): the worker runs them, whether or not an API
 	// process is up when a schedule fires.
-	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg), MaxConcurrentRuns: cfg.MaxConcurrentRunsPerTenant, Metrics: o.metrics, Namespace: cfg.TemporalNamespace, Log: log}
+	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg), MaxConcurrentRuns: cfg.MaxConcurrentRunsPerTenant, Metrics: o.metrics, Namespace: cfg.TemporalNamespace, Log: log, Prices: cfg.LLMPrices}
 	runs.Options.SearchAttributes, runs.TenantSearchAttribute, runs.Options.UsageSearchAttributes, runs.ForkSearchAttribute = useSearchAttributes(cfg, log, tc)
 	if r, ok := router.(*llm.Router); ok {
 		runs.Models = r
@@ -277,7 +277,7 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 	o := collect(opts)
 	useMCPSecretKey(cfg, st)
 	access := NewAccess(cfg, st, o.tokens)
-	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg), MaxConcurrentRuns: access.MaxConcurrentRuns, Namespace: cfg.TemporalNamespace, Log: log}
+	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg), MaxConcurrentRuns: access.MaxConcurrentRuns, Namespace: cfg.TemporalNamespace, Log: log, Prices: cfg.LLMPrices}
 	runs.Options.SearchAttributes, runs.TenantSearchAttribute, runs.Options.UsageSearchAttributes, runs.ForkSearchAttribute = useSearchAttributes(cfg, log, tc)
 	if router != nil {
 		runs.Models = router

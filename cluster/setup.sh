@@ -14,11 +14,28 @@
 #   CLUSTER_PORT          frontend gRPC port (7333); the other services use
 #                         CLUSTER_PORT+1…+6 and membership CLUSTER_PORT+100…+106
 #   CLUSTER_NAMESPACE     namespace to register (default)
+#   CLUSTER_EXECUTOR_DB   database created for `executor serve` (executor)
+#   CLUSTER_UI_PORT       the Temporal Web UI's HTTP port (CLUSTER_PORT+1000: 8333)
 #   TEMPORAL_SERVER_VERSION  module version whose config and schemas are used (v1.29.1)
-#   BIN                   where server, temporal-sql-tool and temporal are (./bin)
+#   BIN                   where server, sql, ui/server and temporal are (./bin)
+#
+# The settings used are saved in .data/cluster.env: a later `make cluster`,
+# `make cluster-test` or `make cluster-stop` without them set uses the same
+# ones (a variable set in the environment wins).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+SAVED="$ROOT/.data/cluster.env"
+if [ -f "$SAVED" ]; then
+  while IFS= read -r line; do
+    name="${line%%=*}"
+    case "$name" in
+      CLUSTER_DATABASE_URL | CLUSTER_DB | CLUSTER_VISIBILITY_DB | CLUSTER_DIR | CLUSTER_PORT | CLUSTER_NAMESPACE | CLUSTER_EXECUTOR_DB | CLUSTER_UI_PORT) ;;
+      *) continue ;;
+    esac
+    [ -n "${!name:-}" ] || eval "export $line"
+  done <"$SAVED"
+fi
 
 URL="${CLUSTER_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}"
 DB="${CLUSTER_DB:-temporal_cluster}"
@@ -26,9 +43,12 @@ VISDB="${CLUSTER_VISIBILITY_DB:-temporal_cluster_visibility}"
 DIR="${CLUSTER_DIR:-$ROOT/.data/cluster}"
 PORT="${CLUSTER_PORT:-7333}"
 NS="${CLUSTER_NAMESPACE:-default}"
+EXECDB="${CLUSTER_EXECUTOR_DB:-executor}"
+UIPORT="${CLUSTER_UI_PORT:-$((PORT + 1000))}"
 VERSION="${TEMPORAL_SERVER_VERSION:-v1.29.1}"
 BIN="${BIN:-$ROOT/bin}"
 SERVER="$BIN/server"
+UI="$BIN/ui/server"
 SQLTOOL="$BIN/sql"
 TEMPORAL="${TEMPORAL_CLI:-$BIN/temporal}"
 ADDR="127.0.0.1:$PORT"
@@ -36,7 +56,7 @@ ADDR="127.0.0.1:$PORT"
 log() { echo "cluster: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-for b in "$SERVER" "$SQLTOOL" "$TEMPORAL"; do
+for b in "$SERVER" "$SQLTOOL" "$TEMPORAL" "$UI"; do
   [ -x "$b" ] || die "$b missing: run \`make cluster\` (it builds them)"
 done
 if [ "$PORT" -gt 32660 ]; then
@@ -88,6 +108,11 @@ else
     "$SQLTOOL" --db "$db" update-schema -d "$MODDIR/schema/postgresql/v12/$kind/versioned" >>"$DIR/sql-$db.log" 2>&1 ||
       { cat "$DIR/sql-$db.log" >&2; die "update-schema $db failed"; }
   done
+
+  # The executor's own database, so that the `executor serve` line printed
+  # below works as printed (it applies its migrations itself).
+  log "database $EXECDB on $PGHOST:$PGPORT for executor serve: create"
+  "$SQLTOOL" --db "$EXECDB" create-database >"$DIR/sql-$EXECDB.log" 2>&1 || { cat "$DIR/sql-$EXECDB.log" >&2; die "create-database $EXECDB failed"; }
 
   # --- config -----------------------------------------------------------------
   sed -e "s|@DB@|$DB|g" -e "s|@VISDB@|$VISDB|g" \
@@ -154,10 +179,58 @@ until "$TEMPORAL" workflow list --address "$ADDR" -n "$NS" --limit 1 >/dev/null 
   sleep 1
 done
 
+# --- the Temporal Web UI (github.com/temporalio/ui-server/v2) -----------------
+UIURL="http://127.0.0.1:$UIPORT"
+uiup() { curl -fsS -o /dev/null "$UIURL/" 2>/dev/null; }
+if [ -f "$DIR/ui.pid" ] && kill -0 "$(cat "$DIR/ui.pid")" 2>/dev/null && uiup; then
+  log "Web UI already running (pid $(cat "$DIR/ui.pid")) on $UIURL"
+else
+  if uiup; then
+    die "something else already answers on $UIURL (set CLUSTER_UI_PORT)"
+  fi
+  mkdir -p "$DIR/ui/config"
+  printf 'temporalGrpcAddress: %s\nhost: 127.0.0.1\nport: %s\nenableUi: true\ndefaultNamespace: %s\n' \
+    "$ADDR" "$UIPORT" "$NS" >"$DIR/ui/config/base.yaml"
+  : >"$DIR/ui/config/development.yaml"
+  log "starting the Temporal Web UI on $UIURL (log: $DIR/ui.log)"
+  setsid nohup "$UI" --root "$DIR/ui" --config config --env development start >"$DIR/ui.log" 2>&1 </dev/null &
+  echo $! >"$DIR/ui.pid"
+  start=$(date +%s)
+  until uiup; do
+    if ! kill -0 "$(cat "$DIR/ui.pid")" 2>/dev/null; then
+      tail -n 20 "$DIR/ui.log" >&2
+      die "the Web UI exited during start"
+    fi
+    if [ $(($(date +%s) - start)) -gt 30 ]; then
+      tail -n 20 "$DIR/ui.log" >&2
+      die "the Web UI did not answer on $UIURL within 30s"
+    fi
+    sleep 1
+  done
+fi
+
+# --- saved settings --------------------------------------------------------------
+mkdir -p "$(dirname "$SAVED")"
+(
+  umask 077 # the URL may hold a password
+  for v in CLUSTER_DATABASE_URL=URL CLUSTER_DB=DB CLUSTER_VISIBILITY_DB=VISDB CLUSTER_DIR=DIR CLUSTER_PORT=PORT \
+    CLUSTER_NAMESPACE=NS CLUSTER_EXECUTOR_DB=EXECDB CLUSTER_UI_PORT=UIPORT CLUSTER_TEMPORAL_ADDRESS=ADDR; do
+    ref="${v#*=}"
+    printf '%s=%q\n' "${v%%=*}" "${!ref}"
+  done >"$SAVED"
+)
+
+dburl="postgres://$PGUSER@$PGHOST:$PGPORT/$EXECDB?sslmode=disable"
+note=""
+if [ -n "$PGPASSWORD" ]; then
+  dburl="postgres://$PGUSER:<password>@$PGHOST:$PGPORT/$EXECDB?sslmode=disable"
+  note=" (put the database password where it says <password>)"
+fi
 cat >&2 <<EOF
 cluster: ready. Temporal $VERSION on $ADDR (namespace $NS; PostgreSQL $PGHOST:$PGPORT, databases $DB and $VISDB).
-cluster: point the executor at it, e.g.:
-  TEMPORAL_ADDRESS=$ADDR TEMPORAL_NAMESPACE=$NS DATABASE_URL='postgres://$PGUSER@$PGHOST:$PGPORT/executor?sslmode=disable' \\
+cluster: Temporal Web UI on $UIURL
+cluster: point the executor at it$note, e.g.:
+  TEMPORAL_ADDRESS=$ADDR TEMPORAL_NAMESPACE=$NS DATABASE_URL='$dburl' \\
     ./bin/executor serve -role all
-cluster: server log $DIR/server.log; stop it with \`make cluster-stop\`.
+cluster: server log $DIR/server.log; settings saved in .data/cluster.env; stop it with \`make cluster-stop\`.
 EOF

@@ -223,3 +223,45 @@ func TestBudgetCountsFailedSubAgents(t *testing.T) {
 		t.Errorf("helper calls recorded = %d, want 4", helper)
 	}
 }
+
+// startAgentFailRun starts a run whose searcher may spend 50 tokens, with
+// on_exceeded "fail": its 100-token answer spends that (budgetRules).
+func startAgentFailRun(t *testing.T) (*testEnv, string) {
+	t.Helper()
+	e := newEnv(t, budgetRules())
+	var out struct {
+		ID string `json:"id"`
+	}
+	e.mustPost("/runs/start", map[string]any{"hierarchy_id": e.createHierarchy(referenceHierarchy()), "task": "agent budget", "execution_config": map[string]any{
+		"budget": map[string]any{"agents": map[string]any{"w-searcher": map[string]any{"max_tokens": 50}}, "on_exceeded": "fail"},
+	}}, &out)
+	return e, out.ID
+}
+
+// TestBudgetAgentFailsRun (issue 27): an agent-scope budget with
+// on_exceeded "fail" fails the run with BUDGET_EXCEEDED naming the agent,
+// before the research supervisor's next decision: neither the analyst nor
+// the writer is called and no final answer is written. Before, the
+// searcher was only skipped and the run completed.
+func TestBudgetAgentFailsRun(t *testing.T) {
+	e, id := startAgentFailRun(t)
+	v := e.waitRun(id, time.Minute)
+	if v.Status != models.RunFailed || v.Result == nil || len(v.Result.Errors) != 1 ||
+		v.Result.Errors[0].ErrorCode != models.CodeBudgetExceeded.Name || !strings.Contains(v.Result.Errors[0].Message, "w-searcher") {
+		t.Fatalf("run ended %s (%s), result %+v", v.Status, v.Error, v.Result)
+	}
+	for _, who := range []string{"W-ANALYST", "W-WRITER"} {
+		if n := len(callsMatching(e.fake.Calls(), who)); n != 0 {
+			t.Errorf("%s was called %d times after the searcher's budget was spent", who, n)
+		}
+	}
+	var budget []models.Event
+	for _, ev := range e.storedEvents(id) {
+		if ev.Event.Category == models.CategorySystem && ev.Event.Action == models.ActionBudget {
+			budget = append(budget, ev)
+		}
+	}
+	if len(budget) != 1 || budget[0].Data["scope"] != "agent" || budget[0].Data["agent_id"] != "w-searcher" || budget[0].Data["on_exceeded"] != models.BudgetFail {
+		t.Fatalf("system.budget events = %+v", budget)
+	}
+}

@@ -55,7 +55,12 @@ func chromium(t *testing.T) string {
 	if p, err := exec.LookPath("chromium"); err == nil {
 		return p
 	}
-	t.Fatal("no Chromium: run `make browser` (as root it installs Debian's chromium), or set CHROMIUM_PATH")
+	if os.Getenv("CI") != "" {
+		t.Fatal("no Chromium: run `make browser` (as root it installs Debian's chromium), or set CHROMIUM_PATH")
+	}
+	// Outside CI a machine without Chromium skips the browser layer;
+	// `make test` says so loudly (scripts/test-layers.sh).
+	t.Skip("SKIPPED: no Chromium for the web console's browser test: run `make browser` (as root it installs Debian's chromium), or set CHROMIUM_PATH")
 	return ""
 }
 

@@ -187,6 +187,14 @@ func TestRecordReplayHistories(t *testing.T) {
 		e.waitRun(id, time.Minute)
 		e.exportRun(t, id, dir("budgeted"))
 	})
+	t.Run("agentbudgetfail", func(t *testing.T) {
+		// An agent's budget spent under on_exceeded "fail" fails the run
+		// (change scoped-budget-fail); record it alone with
+		// -run 'TestRecordReplayHistories/agentbudgetfail'.
+		e, id := startAgentFailRun(t)
+		e.waitRun(id, time.Minute)
+		e.exportRun(t, id, dir("agentbudgetfail"))
+	})
 	t.Run("forked", func(t *testing.T) {
 		// A fork (runs/fork) after the first research turn, forced to
 		// writing: its input carries the seed (RunInput.Fork).

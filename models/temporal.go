@@ -125,6 +125,10 @@ type RunOptions struct {
 	// Budgets says the run enforces its budget (workflows' change
 	// "budgets"), asked once at the run's start.
 	Budgets bool `json:"budgets,omitempty"`
+	// ScopedBudgetFail says a team's or an agent's budget spent fails the
+	// run when OnExceeded is "fail" (workflows' change
+	// "scoped-budget-fail"); before it they were only skipped.
+	ScopedBudgetFail bool `json:"scoped_budget_fail,omitempty"`
 	// DeferWrites is set by the run's workflow, never by the API: its LLM
 	// activities only call the model and the workflows store answers and
 	// usage records in a step of their own (SaveAnswer).
@@ -246,6 +250,10 @@ type RunState struct {
 	AgentsOverBudget []string         `json:"agents_over_budget,omitempty"`
 	// BudgetSpent says the run's own budget is spent (system.budget sent).
 	BudgetSpent bool `json:"budget_spent,omitempty"`
+	// BudgetFailure says which team's or agent's budget, spent under
+	// on_exceeded "fail", ends the run (RunOptions.ScopedBudgetFail); ""
+	// when it is the run's own.
+	BudgetFailure string `json:"budget_failure,omitempty"`
 }
 
 // SuspendedTurn is a team turn stopped between two steps (before its

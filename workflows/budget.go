@@ -17,6 +17,13 @@ import (
 // RunOptions.Budgets.
 const changeBudgets = "budgets"
 
+// changeScopedBudgetFail: with on_exceeded "fail", a team's or an agent's
+// budget spent fails the run (before it, the team or agent was only no
+// longer offered, whatever on_exceeded said). Asked only by runs whose
+// budget fails and has team or agent limits; carried in
+// RunOptions.ScopedBudgetFail.
+const changeScopedBudgetFail = "scoped-budget-fail"
+
 // errBudgetExceeded is the error of a run whose budget was spent with
 // on_exceeded "fail".
 type errBudgetExceeded struct{ msg string }
@@ -27,6 +34,9 @@ func (e *errBudgetExceeded) Error() string { return e.msg }
 func recordBudgets(ctx workflow.Context, o models.RunOptions) models.RunOptions {
 	if o.Budget != nil {
 		o.Budgets = workflow.GetVersion(ctx, changeBudgets, workflow.DefaultVersion, 1) == 1
+	}
+	if b := o.Budget; o.Budgets && b.OnExceeded == models.BudgetFail && (len(b.Teams) > 0 || len(b.Agents) > 0) {
+		o.ScopedBudgetFail = workflow.GetVersion(ctx, changeScopedBudgetFail, workflow.DefaultVersion, 1) == 1
 	}
 	return o
 }
@@ -119,6 +129,7 @@ func (w *runWorkflow) agentSpent(ctx workflow.Context, agentID string, extra mod
 	}
 	s.AgentsOverBudget = append(s.AgentsOverBudget, agentID)
 	w.emitBudget(ctx, "agent", "", agentID, limit, u)
+	w.failScope(fmt.Sprintf("agent %s", agentID), limit, u)
 	return true
 }
 
@@ -140,7 +151,21 @@ func (w *runWorkflow) teamSpent(ctx workflow.Context, team string, extra models.
 	}
 	s.TeamsOverBudget = append(s.TeamsOverBudget, team)
 	w.emitBudget(ctx, "team", team, "", limit, u)
+	w.failScope(fmt.Sprintf("team %s", team), limit, u)
 	return true
+}
+
+// failScope marks the run's budget spent when a team's or an agent's is and
+// on_exceeded is "fail" (RunOptions.ScopedBudgetFail): every check that
+// follows (the turn's next step, the global supervisor's next decision)
+// then ends the run with BUDGET_EXCEEDED naming who spent it.
+func (w *runWorkflow) failScope(who string, limit models.BudgetLimit, u models.Usage) {
+	if !w.in.Options.ScopedBudgetFail || w.state.BudgetSpent {
+		return
+	}
+	w.state.BudgetSpent = true
+	w.state.BudgetFailure = fmt.Sprintf("the budget of %s is spent: %d tokens and $%.6f used, limit max_tokens %d, max_cost_usd %g",
+		who, u.TotalTokens, u.CostUSD, limit.MaxTokens, limit.MaxCostUSD)
 }
 
 // turnBudget is what an inline team turn of a run with a budget asks
@@ -165,7 +190,32 @@ func (t *turnBudget) stop(ctx workflow.Context, s *TeamState) bool {
 	if t.w.teamSpent(ctx, t.team, turn) {
 		return true
 	}
-	return t.w.agentSpent(ctx, t.supervisor, s.Usage)
+	if t.w.agentSpent(ctx, t.supervisor, s.Usage) {
+		return true
+	}
+	if t.w.in.Options.ScopedBudgetFail {
+		// Under "fail" a worker already done in this turn (no longer an
+		// option, so workers did not look at it) fails the run too.
+		if team := findTeam(t.w.hier, t.team); team != nil {
+			for _, wk := range team.Workers {
+				if _, ok := t.w.budget().Agents[wk.AgentID]; ok && t.w.agentSpent(ctx, wk.AgentID, workerTurnUsage(s, wk.AgentID)) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// workerTurnUsage is what agentID has spent in the turn s so far.
+func workerTurnUsage(s *TeamState, agentID string) models.Usage {
+	var u models.Usage
+	for _, o := range s.Outputs {
+		if o.AgentID == agentID {
+			u = u.Add(o.Usage)
+		}
+	}
+	return u
 }
 
 // workers leaves out of options the workers whose budget is spent.
@@ -197,6 +247,24 @@ func (w *runWorkflow) checkTeamBudgets(ctx workflow.Context) {
 			w.teamSpent(ctx, t.Name, models.Usage{})
 		}
 	}
+	w.checkAgentBudgets(ctx)
+}
+
+// checkAgentBudgets, under change scoped-budget-fail, looks at every agent
+// with a limit, in the hierarchy's order: one whose budget is spent fails
+// the run (failScope), also when it is no longer an option anywhere.
+func (w *runWorkflow) checkAgentBudgets(ctx workflow.Context) {
+	b := w.budget()
+	if b == nil || !w.in.Options.ScopedBudgetFail || w.state.BudgetSpent {
+		return
+	}
+	for _, t := range w.hier.Teams {
+		for _, a := range append([]models.Agent{t.Supervisor}, t.Workers...) {
+			if _, ok := b.Agents[a.AgentID]; ok && w.agentSpent(ctx, a.AgentID, models.Usage{}) {
+				return
+			}
+		}
+	}
 }
 
 // overBudget tells whether team's budget is spent.
@@ -212,13 +280,18 @@ func (w *runWorkflow) emitBudget(ctx workflow.Context, scope, team, agentID stri
 		"spent":       map[string]any{"total_tokens": spent.TotalTokens, "cost_usd": spent.CostUSD, "cost_unknown": spent.CostUnknown},
 		"limit":       limit,
 	}
+	// Under change scoped-budget-fail a team or agent over a "fail"
+	// budget fails the run: on_exceeded stays "fail".
+	scoped := !w.in.Options.ScopedBudgetFail
 	if team != "" {
 		data["team_name"] = team
-		data["on_exceeded"] = "skip_team"
+		if scoped {
+			data["on_exceeded"] = "skip_team"
+		}
 	}
 	if agentID != "" {
 		data["agent_id"] = agentID
-		if agentID != w.hier.GlobalSupervisor.AgentID {
+		if agentID != w.hier.GlobalSupervisor.AgentID && scoped {
 			data["on_exceeded"] = "skip_agent"
 		}
 	}
@@ -240,6 +313,9 @@ func (w *runWorkflow) budgetEnd() error {
 	if onExceeded(b) != models.BudgetFail {
 		w.state.Warnings = append(w.state.Warnings, "the run's budget is spent; the global supervisor writes the final answer from the work done so far")
 		return nil
+	}
+	if w.state.BudgetFailure != "" {
+		return &errBudgetExceeded{msg: w.state.BudgetFailure}
 	}
 	u := w.state.Usage
 	return &errBudgetExceeded{msg: fmt.Sprintf("the run's budget is spent: %d tokens and $%.6f used, limit max_tokens %d, max_cost_usd %g",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.temporal.io/sdk/temporal"
@@ -251,5 +252,96 @@ func TestBudgetRoutedParallel(t *testing.T) {
 	}
 	if ev := budgetEvents(f); len(ev) != 1 || ev[0].Data["scope"] != "run" {
 		t.Errorf("system.budget events = %+v", ev)
+	}
+}
+
+// An agent's budget spent with on_exceeded "fail" fails the run, as the
+// name says, instead of only taking the worker out of the options: the
+// turn ends before its supervisor's next decision, nobody writes a final
+// answer, and the run ends failed with BUDGET_EXCEEDED naming the agent.
+func TestBudgetAgentFail(t *testing.T) {
+	f := &fakeActivities{decisions: map[string][]models.Decision{
+		"gs":   {dispatch("research", "find sources"), dispatch("writing", "write it up")},
+		"ts-r": {dispatch("searcher", "search"), dispatch("analyst", "analyse")},
+		"ts-w": {dispatch("writer", "write")},
+	}}
+	env := newEnv(t, f)
+	in := runInput(testHierarchy())
+	in.Options.Budget = &models.Budget{Agents: map[string]models.BudgetLimit{"w-search": {MaxTokens: 5}}, OnExceeded: models.BudgetFail}
+	env.ExecuteWorkflow(workflows.RunWorkflow, in)
+	var appErr *temporal.ApplicationError
+	if err := env.GetWorkflowError(); !errors.As(err, &appErr) || appErr.Type() != models.CodeBudgetExceeded.Name {
+		t.Fatalf("error = %v, want a %s failure", err, models.CodeBudgetExceeded.Name)
+	}
+	last := f.lastStatus()
+	if last.Status != models.RunFailed || last.Result == nil || len(last.Result.Errors) != 1 ||
+		last.Result.Errors[0].ErrorCode != models.CodeBudgetExceeded.Name || !strings.Contains(last.Result.Errors[0].Message, "w-search") {
+		t.Fatalf("last status = %+v", last)
+	}
+	for _, d := range f.decides {
+		if d.Source.AgentID == "ts-r" && d.Iteration == 2 {
+			t.Errorf("the research supervisor was asked again after w-search's budget was spent: %+v", d.Options)
+		}
+	}
+	for _, r := range f.responds {
+		if r.Purpose == models.PurposeFinalAnswer || r.Agent.AgentID == "w-analyst" || r.Agent.AgentID == "w-writer" {
+			t.Errorf("a failed budget went on with %s (%s)", r.Agent.AgentID, r.Purpose)
+		}
+	}
+	ev := budgetEvents(f)
+	if len(ev) != 1 || ev[0].Data["scope"] != "agent" || ev[0].Data["agent_id"] != "w-search" || ev[0].Data["on_exceeded"] != models.BudgetFail {
+		t.Fatalf("system.budget events = %+v", ev)
+	}
+}
+
+// A team's budget spent with on_exceeded "fail" fails the run too.
+func TestBudgetTeamFail(t *testing.T) {
+	f := &fakeActivities{decisions: map[string][]models.Decision{
+		"gs":   {dispatch("research", "find sources"), dispatch("writing", "write it up")},
+		"ts-r": {dispatch("searcher", "search")},
+		"ts-w": {dispatch("writer", "write")},
+	}}
+	env := newEnv(t, f)
+	in := runInput(testHierarchy())
+	in.Options.Budget = &models.Budget{Teams: map[string]models.BudgetLimit{"research": {MaxTokens: 5}}, OnExceeded: models.BudgetFail}
+	env.ExecuteWorkflow(workflows.RunWorkflow, in)
+	var appErr *temporal.ApplicationError
+	if err := env.GetWorkflowError(); !errors.As(err, &appErr) || appErr.Type() != models.CodeBudgetExceeded.Name {
+		t.Fatalf("error = %v, want a %s failure", err, models.CodeBudgetExceeded.Name)
+	}
+	if n := gsDecides(f); n != 1 {
+		t.Errorf("global decisions = %d, want 1", n)
+	}
+	last := f.lastStatus()
+	if last.Status != models.RunFailed || last.Result == nil || len(last.Result.Errors) != 1 || !strings.Contains(last.Result.Errors[0].Message, "research") {
+		t.Fatalf("last status = %+v", last)
+	}
+	ev := budgetEvents(f)
+	if len(ev) != 1 || ev[0].Data["scope"] != "team" || ev[0].Data["on_exceeded"] != models.BudgetFail {
+		t.Fatalf("system.budget events = %+v", ev)
+	}
+}
+
+// A run from before the change "scoped-budget-fail" keeps skipping the
+// agent whose budget is spent, on_exceeded "fail" or not.
+func TestBudgetAgentFailBeforeChange(t *testing.T) {
+	f := &fakeActivities{decisions: map[string][]models.Decision{
+		"gs":   {dispatch("research", "find sources")},
+		"ts-r": {dispatch("searcher", "search"), dispatch("analyst", "analyse")},
+	}}
+	env := newEnv(t, f)
+	env.OnGetVersion("scoped-budget-fail", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	in := runInput(testHierarchy())
+	in.Options.Budget = &models.Budget{Agents: map[string]models.BudgetLimit{"w-search": {MaxTokens: 5}}, OnExceeded: models.BudgetFail}
+	env.ExecuteWorkflow(workflows.RunWorkflow, in)
+	var res models.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Teams) != 1 || len(res.Teams[0].Workers) != 2 {
+		t.Fatalf("teams = %+v", res.Teams)
+	}
+	if ev := budgetEvents(f); len(ev) != 1 || ev[0].Data["on_exceeded"] != "skip_agent" {
+		t.Fatalf("system.budget events = %+v", ev)
 	}
 }

@@ -450,6 +450,9 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 			return w.budgetEnd()
 		}
 		w.checkTeamBudgets(ctx)
+		if w.state.BudgetSpent { // a team's budget failed the run (change scoped-budget-fail)
+			return w.budgetEnd()
+		}
 		options := w.offerableTeams()
 		if len(options) == 0 {
 			return nil // every team is done, failed or blocked
@@ -576,6 +579,11 @@ func (w *runWorkflow) runRouted(ctx workflow.Context, limit int) error {
 			return w.budgetEnd()
 		}
 		w.checkTeamBudgets(ctx)
+		if !spent && w.state.BudgetSpent { // a team's budget failed the run (change scoped-budget-fail)
+			if spent = true; len(running) == 0 {
+				return w.budgetEnd()
+			}
+		}
 		var options []models.Option
 		for _, o := range w.offerableTeams() {
 			if !running[o.Name] {
@@ -713,6 +721,11 @@ func (w *runWorkflow) runParallel(ctx workflow.Context) error {
 		spent := w.runBudgetSpent(ctx)
 		if spent && len(running) == 0 {
 			return w.budgetEnd()
+		}
+		if w.checkAgentBudgets(ctx); !spent && w.state.BudgetSpent { // change scoped-budget-fail
+			if spent = true; len(running) == 0 {
+				return w.budgetEnd()
+			}
 		}
 		for _, name := range w.hier.ExecutionOrder {
 			if spent || len(running) >= limit || w.gate.held() || w.draining {
