@@ -143,17 +143,15 @@ export class HierarchyEditor {
     this.button.disabled = true;
     try {
       let id = this.hierarchyId;
-      if (id) {
-        await call('/hierarchies/update', { ...body, hierarchy_id: id });
-        this.result.textContent = 'Saved ' + id;
-      } else {
-        id = (await call('/hierarchies/create', body)).hierarchy_id;
-        this.result.textContent = 'Created ' + id;
-      }
-      const created = !this.hierarchyId;
+      const created = !id;
+      if (id) await call('/hierarchies/update', { ...body, hierarchy_id: id });
+      else id = (await call('/hierarchies/create', body)).hierarchy_id;
       this.hierarchyId = id;
       this.el.dataset.hierarchyId = id;
+      // onSaved reloads the stored hierarchy into the editor (which clears
+      // the result line): the answer is shown after it.
       await this.onSaved(id, created);
+      this.result.textContent = (created ? 'Created ' : 'Saved ') + id;
     } catch (err) {
       this.showFieldError(err);
     } finally {
