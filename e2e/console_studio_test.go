@@ -341,13 +341,21 @@ func callsSay(calls []llmfake.Call, s string) bool {
 // pause and resume at an approval gate; a redirect whose guidance reaches
 // the writer's prompt; the reject button (refused without a comment, then
 // with one); cancelling the writing team while its writer streams (the run
-// completes without it); and, on a second run, the Cancel run button.
+// completes without it); and, on a second run at work, the Cancel run
+// button.
 func TestConsoleSteering(t *testing.T) {
 	const guidance = "Keep it short."
-	e := newEnv(t, referenceRules(map[string][]llmfake.Response{
+	rules := append([]llmfake.Rule{
+		// The second run's global supervisor thinks for a minute: the run
+		// is at work when its Cancel button is pressed.
+		{Name: "slow decision", SystemContains: "GS-SLOW", HasJSONSchema: true, Responses: []llmfake.Response{
+			{Content: decision("finish", "", ""), FirstTokenDelay: time.Minute}}},
+		{Name: "slow final", SystemContains: "GS-SLOW", Responses: contentResponses("never")},
+	}, referenceRules(map[string][]llmfake.Response{
 		// Long enough to be cancelled in the middle.
 		"W-WRITER": {{Content: strings.Repeat("slow words ", 400), TokenDelay: 50 * time.Millisecond}},
-	}))
+	})...)
+	e := newEnv(t, rules)
 	h := referenceHierarchy()
 	h["teams"].([]any)[0].(map[string]any)["workers"].([]any)[1].(map[string]any)["requires_approval"] = true
 	hid := e.createHierarchy(h)
@@ -443,10 +451,12 @@ func TestConsoleSteering(t *testing.T) {
 		t.Errorf("the rejected analyst was called")
 	}
 
-	// A second run, cancelled whole from its page at the gate.
-	id2 := e.startRun(hid, "Explain it again")
+	// A second run, cancelled whole from its page while it works.
+	slow := referenceHierarchy()
+	slow["global_supervisor_agent"] = map[string]any{"agent_id": "gs-slow", "system_prompt": "GS-SLOW You lead."}
+	id2 := e.startRun(e.createHierarchy(slow), "Explain it again")
 	b.do("open the second run", chromedp.Navigate(root+"/runs/"+id2))
-	b.waitJS("its gate", `document.body.dataset.ready === 'true' && `+pending, 60*time.Second)
+	b.waitJS("it works", `document.body.dataset.ready === 'true' && document.body.dataset.runStatus === 'running' && !document.getElementById('cancel-run').hidden`, 60*time.Second)
 	b.do("cancel the run", chromedp.Click(chromedp.CSS("#cancel-run")))
 	b.waitJS("cancelled", `document.body.dataset.runStatus === 'cancelled' && document.body.dataset.connection === 'ended'`, 60*time.Second)
 	if v := e.waitRun(id2, time.Minute); v.Status != models.RunCancelled {
