@@ -41,7 +41,9 @@ export class Steering {
       const out = await call(path, body);
       done(out);
     } catch (err) {
-      this.report(action, false, (err.code ? err.code + ' ' : '') + (err.field ? err.field + ': ' : '') + err.message);
+      // The API's message starts with the field it names, when it names one.
+      const msg = err.field && !err.message.startsWith(err.field + ':') ? err.field + ': ' + err.message : err.message;
+      this.report(action, false, (err.code ? err.code + ' ' : '') + msg);
     } finally {
       button.disabled = false;
     }
