@@ -88,7 +88,7 @@ func usageByAgent(events []models.Event) map[string][2]float64 {
 // run from the page with a changed prompt, compares the fork with its
 // origin (answers, tokens and cost per agent against the stored logs), and
 // edits the hierarchy afterwards: the old run's page still shows its own
-// snapshot and says the hierarchy changed.
+// snapshot and says the hierarchy changed; a follow-up starts from it.
 func TestConsoleStudio(t *testing.T) {
 	const edited = "analyse only the 2021 papers"
 	rules := append([]llmfake.Rule{
@@ -229,6 +229,7 @@ func TestConsoleStudio(t *testing.T) {
 	}
 	b.setValue("#fork-agent", "w-writer")
 	b.setValue("#fork-agent-prompt", "W-WRITER You write for children.")
+	b.setValue("#fork-max-tokens", "90000")
 	b.do("fork", chromedp.Click(chromedp.CSS("#fork-run")))
 	b.waitJS("the fork's answer", `document.querySelector('#steer-log li[data-action="fork"]')`, 30*time.Second)
 	if eval[string](b, `document.querySelector('#steer-log li[data-action="fork"]').dataset.ok`) != "true" {
@@ -241,10 +242,15 @@ func TestConsoleStudio(t *testing.T) {
 		ForkedFrom struct {
 			RunID string `json:"run_id"`
 		} `json:"forked_from"`
+		ExecutionConfig struct {
+			Budget struct {
+				MaxTokens int64 `json:"max_tokens"`
+			} `json:"budget"`
+		} `json:"execution_config"`
 	}
 	e.mustPost("/runs/get", map[string]any{"id": fork}, &fv)
-	if fv.ForkedFrom.RunID != id {
-		t.Errorf("fork %s forked from %q, want %s", fork, fv.ForkedFrom.RunID, id)
+	if fv.ForkedFrom.RunID != id || fv.ExecutionConfig.Budget.MaxTokens != 90000 {
+		t.Errorf("fork %s forked from %q with budget %+v, want from %s with the page's 90000 tokens", fork, fv.ForkedFrom.RunID, fv.ExecutionConfig, id)
 	}
 	b.clickJS("open the fork", `document.querySelector('#steer-log li[data-action="fork"] a.fork-link')`)
 	b.waitJS("the fork's page", `location.pathname === '/runs/`+fork+`' && document.body.dataset.ready === 'true'`, 30*time.Second)
@@ -319,6 +325,25 @@ func TestConsoleStudio(t *testing.T) {
 	if strings.Join(lanes, ",") != "gs-1,ts-research,ts-writing,w-analyst,w-searcher,w-writer" {
 		t.Errorf("the old run's lanes are %v, want its own agents", lanes)
 	}
+
+	// A follow-up on the thread, from the same page.
+	b.setValue("#follow-up-task", "Now in five bullet points")
+	b.do("start a follow-up", chromedp.Click(chromedp.CSS("#follow-up")))
+	b.waitJS("the follow-up's answer", `document.querySelector('#steer-log li[data-action="follow-up"]')`, 30*time.Second)
+	if ok := eval[string](b, `document.querySelector('#steer-log li[data-action="follow-up"]').dataset.ok`); ok != "true" {
+		t.Fatalf("follow-up refused: %s", eval[string](b, `document.querySelector('#steer-log li[data-action="follow-up"]').textContent`))
+	}
+	next := eval[string](b, `document.querySelector('#steer-log li[data-action="follow-up"]').dataset.runId`)
+	var nv struct {
+		Task          string `json:"task"`
+		ThreadID      string `json:"thread_id"`
+		PreviousRunID string `json:"previous_run_id"`
+	}
+	e.mustPost("/runs/get", map[string]any{"id": next}, &nv)
+	if nv.PreviousRunID != id || nv.ThreadID != id || nv.Task != "Now in five bullet points" {
+		t.Errorf("follow-up = %+v, want a follow-up of %s on its thread", nv, id)
+	}
+	e.waitRun(next, time.Minute)
 	if errs := b.pageErrors(); len(errs) > 0 {
 		t.Errorf("script errors: %v", errs)
 	}

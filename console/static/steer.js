@@ -92,6 +92,8 @@ export class Steering {
     this.forkModel = h('input', { type: 'text', id: 'fork-agent-model', placeholder: 'its model (optional)' });
     this.forkNextTeam = h('select', { id: 'fork-next-team', 'aria-label': 'next team' });
     this.forkNextWorker = h('input', { type: 'text', id: 'fork-next-worker', placeholder: 'next worker, by name or agent_id (optional)' });
+    this.forkMaxTokens = h('input', { type: 'number', min: '1', id: 'fork-max-tokens', placeholder: 'tokens' });
+    this.forkMaxCost = h('input', { type: 'number', min: '0', step: 'any', id: 'fork-max-cost', placeholder: 'US$' });
     const fork = h('button', { type: 'button', id: 'fork-run' }, 'Fork');
     fork.addEventListener('click', () => {
       const opt = this.pointSel.selectedOptions[0];
@@ -110,6 +112,16 @@ export class Steering {
       }
       if (this.forkNextTeam.value) changes.next_team = this.forkNextTeam.value;
       if (this.forkNextWorker.value.trim()) changes.next_worker = this.forkNextWorker.value.trim();
+      // A budget replaces the original's execution_config whole (as
+      // runs/start's): parallelism is carried over from the original.
+      if (this.forkMaxTokens.value || this.forkMaxCost.value) {
+        const budget = {};
+        if (this.forkMaxTokens.value) budget.max_tokens = Number(this.forkMaxTokens.value);
+        if (this.forkMaxCost.value) budget.max_cost_usd = Number(this.forkMaxCost.value);
+        changes.execution_config = { budget };
+        const ec = this.run.execution_config;
+        if (ec && ec.max_parallel_teams) changes.execution_config.max_parallel_teams = ec.max_parallel_teams;
+      }
       const body = { id: this.runId, after_sequence: Number(this.pointSel.value) };
       if (Object.keys(changes).length) body.changes = changes;
       this.act('fork', fork, '/runs/fork', body, (out) => {
@@ -117,6 +129,7 @@ export class Steering {
           [h('a', { href: '/runs/' + encodeURIComponent(out.id), class: 'fork-link' }, 'open it'), ' · ',
             h('a', { href: compareURL(out.id, this.runId), class: 'compare-link' }, 'compare with this run')]);
         li.dataset.runId = out.id;
+        this.loadCompare();
       });
     });
 
@@ -129,6 +142,7 @@ export class Steering {
         const li = this.report('follow-up', true, 'run ' + out.id + ' on thread ' + out.thread_id + ', ',
           h('a', { href: '/runs/' + encodeURIComponent(out.id), class: 'follow-up-link' }, 'open it'));
         li.dataset.runId = out.id;
+        this.loadCompare();
       });
     });
 
@@ -145,7 +159,8 @@ export class Steering {
         h('label', {}, 'After ', this.pointSel),
         h('label', {}, 'Team instruction ', this.forkTeamInstr),
         h('label', {}, 'Change agent ', this.forkAgent), this.forkPrompt, this.forkModel,
-        h('label', {}, 'Next team (team-finished points) ', this.forkNextTeam), this.forkNextWorker, fork),
+        h('label', {}, 'Next team (team-finished points) ', this.forkNextTeam), this.forkNextWorker,
+        h('p', { class: 'inline' }, 'Budget of the fork (replaces the run\u2019s): ', this.forkMaxTokens, ' ', this.forkMaxCost), fork),
       h('fieldset', {}, h('legend', {}, 'Follow-up on the thread'), task, follow),
       h('fieldset', {}, h('legend', {}, 'Compare'), h('label', {}, 'With ', this.compareSel), ' ', compare));
   }
@@ -243,13 +258,20 @@ export class Steering {
     } catch (err) {
       state.textContent = 'fork points: ' + err.message;
     }
+    await this.loadCompare();
+  }
+
+  // loadCompare lists the hierarchy's other runs to compare this one with.
+  async loadCompare() {
     try {
       const runs = await call('/runs/list', { hierarchy_id: this.run.hierarchy_id, page: 1, page_size: 50 });
       clear(this.compareSel);
       for (const r of runs.items) {
         if (r.id === this.runId) continue;
-        this.compareSel.append(h('option', { value: r.id }, r.id.slice(0, 12) + ' · ' + r.status + ' · ' + r.task.slice(0, 40)));
+        const rel = r.forked_from && r.forked_from.run_id === this.runId ? ' · its fork' : r.id === (this.run.forked_from || {}).run_id ? ' · its origin' : '';
+        this.compareSel.append(h('option', { value: r.id }, r.id.slice(0, 12) + ' · ' + r.status + rel + ' · ' + r.task.slice(0, 40)));
       }
+      if (!this.compareSel.options.length) this.compareSel.append(h('option', { value: '' }, '(no other run of this hierarchy)'));
     } catch {
       // runs:read is what this page already needs; nothing else to say.
     }
