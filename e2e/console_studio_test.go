@@ -101,14 +101,24 @@ func TestConsoleStudio(t *testing.T) {
 	e := newEnv(t, rules, withConfig(func(c *config.Config) {
 		c.LLMPrices = pricing.Table{"test-model": {Input: 2, Output: 10}}
 	}))
+	// An MCP server of the tenant: the editor offers its tools (it need
+	// not answer; the hierarchy below does not use it).
+	e.mustPost("/mcp-servers/create", map[string]any{"name": "docs", "url": "http://127.0.0.1:9/mcp", "allowed_tools": []string{"search"}}, nil)
 	root := e.rootURL()
 	b := newBrowser(t)
 
 	b.do("open the console", chromedp.Navigate(root+"/"))
 	b.waitJS("the editor", `document.body.dataset.ready === 'true' && document.querySelector('#create-panel[data-mode="create"]')`, 30*time.Second)
-	if n := eval[int](b, `document.querySelectorAll('#hierarchy-form [data-field="teams[0].workers[0].tools"] input[data-key="calculator"]').length`); n != 1 {
-		t.Fatalf("the editor offers calculator %d times, want once (tools/list)", n)
+	offered := eval[[]string](b, `[...document.querySelectorAll('#hierarchy-form [data-field="teams[0].workers[0].tools"] input[data-key]')].map((i) => i.dataset.key)`)
+	if want := "calculator current_time http_get save_file mcp:docs/* mcp:docs/search"; strings.Join(offered, " ") != want {
+		t.Fatalf("the editor offers tools %v, want %s (tools/list and mcp-servers/list)", offered, want)
 	}
+	mcpBox := `document.querySelector('#hierarchy-form [data-field="teams[0].workers[0].tools"] input[data-key="mcp:docs/search"]')`
+	b.clickJS("an MCP tool", mcpBox)
+	if tools := b.editorJSON()["teams"].([]any)[0].(map[string]any)["workers"].([]any)[0].(map[string]any)["tools"]; fmt.Sprint(tools) != "[mcp:docs/search]" {
+		t.Errorf("after ticking an MCP tool the JSON's tools are %v", tools)
+	}
+	b.clickJS("the MCP tool, unticked", mcpBox)
 
 	// The example's one team becomes "research"; a second team is added.
 	b.setField("name", "studio")
