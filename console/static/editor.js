@@ -174,6 +174,8 @@ export class HierarchyEditor {
     if (!field) return;
     const target = this.fieldElement(field);
     if (target) {
+      // A field folded away is unfolded to be seen.
+      for (let d = target.closest('details'); d; d = d.parentElement && d.parentElement.closest('details')) d.open = true;
       target.classList.add('invalid');
       const where = target.closest('label') || target;
       where.after(h('p', { class: 'input-error error', dataset: { field, shownAt: target.dataset.field } }, h('code', {}, field), ': ', message));
@@ -314,23 +316,27 @@ export class HierarchyEditor {
     if (kind === 'worker') out.push(this.text(a, 'name', p('name'), 'Name'), this.text(a, 'role', p('role'), 'Role'));
     out.push(
       this.area(a, 'system_prompt', p('system_prompt'), 'Prompt (system_prompt)'),
-      this.text(a, 'model', p('model'), 'Model (empty: the default)'),
-      this.num(a, 'temperature', p('temperature'), 'Temperature', 'any'),
-      this.num(a, 'max_tokens', p('max_tokens'), 'Max tokens per call'));
+      this.text(a, 'model', p('model'), 'Model (empty: the default)'));
+    // Settings most agents leave alone fold away (open when one is set).
+    const more = [this.num(a, 'temperature', p('temperature'), 'Temperature', 'any'),
+      this.num(a, 'max_tokens', p('max_tokens'), 'Max tokens per call')];
+    if (kind === 'worker') more.push(this.num(a, 'max_iterations', p('max_iterations'), 'Tool rounds per turn (max_iterations)'));
+    if (kind !== 'global') {
+      more.push(this.num(a, 'approval_timeout', p('approval_timeout'), 'Approval timeout, s'),
+        this.select(a, 'approval_default', p('approval_default'), 'At the timeout', ['', 'reject', 'approve']));
+    }
+    if (a.agent_id) more.push(this.budget(this.body, ['budget', 'agents', a.agent_id], 'budget.agents.' + a.agent_id, 'Agent budget'));
+    const budgets = this.body.budget && this.body.budget.agents;
+    const set = ['temperature', 'max_tokens', 'max_iterations', 'approval_timeout', 'approval_default'].some((k) => a[k] !== undefined) ||
+      !!(budgets && a.agent_id && budgets[a.agent_id]);
     if (kind === 'worker') {
-      out.push(this.num(a, 'max_iterations', p('max_iterations'), 'Tool rounds per turn (max_iterations)'));
       out.push(this.multi(a, 'tools', p('tools'), 'Tools', this.catalog.tools, 'No built-in tool is offered; type keys in the JSON.', true));
       const tools = (a.tools || []).map((k) => ({ key: k }));
       if (tools.length) out.push(this.multi(a, 'approval_tools', p('approval_tools'), 'Calls that wait for approval (approval_tools)', tools, ''));
       out.push(this.multi(a, 'sub_agents', p('sub_agents'), 'Sub-agents it may delegate to', this.catalog.subAgents.map((n) => ({ key: n })), 'No sub-agent defined (subagents/create).'));
     }
-    if (kind !== 'global') {
-      out.push(h('div', { class: 'approval-settings' },
-        this.check(a, 'requires_approval', p('requires_approval'), 'Its turn waits for approval (requires_approval)'),
-        this.num(a, 'approval_timeout', p('approval_timeout'), 'Approval timeout, s'),
-        this.select(a, 'approval_default', p('approval_default'), 'At the timeout', ['', 'reject', 'approve'])));
-    }
-    if (a.agent_id) out.push(this.budget(this.body, ['budget', 'agents', a.agent_id], 'budget.agents.' + a.agent_id, 'Agent budget'));
+    if (kind !== 'global') out.push(this.check(a, 'requires_approval', p('requires_approval'), 'Its turn waits for approval (requires_approval)'));
+    out.push(h('details', { class: 'more', open: set }, h('summary', {}, 'Call settings, approval timeout, budget'), more));
     return out;
   }
 
