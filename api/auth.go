@@ -95,6 +95,7 @@ func routeRules() map[string]rule {
 		"GET /mcp-servers":                       public,
 		"GET /schedules":                         public,
 		"GET /webhooks":                          public,
+		"GET /compare":                           public,
 		"GET " + console.AssetPrefix + "/*asset": public,
 
 		"POST " + e + "/hierarchies/create": hw,
@@ -108,6 +109,9 @@ func routeRules() map[string]rule {
 		"POST " + e + "/subagents/update": hw,
 		"POST " + e + "/subagents/delete": hw,
 		"POST " + e + "/subagents/list":   hr,
+
+		// The built-in tools: what a hierarchy may name, read with it.
+		"POST " + e + "/tools/list": hr,
 
 		"POST " + e + "/runs/start":        rw,
 		"POST " + e + "/runs/fork":         rw,

@@ -189,6 +189,8 @@ func NewServer(opts Options) *Server {
 	sa.POST("/delete", s.deleteSubAgent)
 	sa.POST("/list", s.listSubAgents)
 
+	v1.POST("/tools/list", s.listTools)
+
 	runs := v1.Group("/runs", s.requireRuns)
 	runs.POST("/start", s.idempotentCreate("runs/start"), s.startRun)
 	runs.POST("/fork", s.idempotentCreate("runs/fork"), s.forkRun)

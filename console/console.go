@@ -2,13 +2,14 @@
 // JavaScript modules, embedded in the binary, with no build step and no
 // third-party front-end code. The API process serves it (Register) at
 //
-//	GET /            hierarchies: list, create from JSON, tree view
+//	GET /            hierarchies: list, the editor (form and JSON), tree view
 //	GET /runs        runs: list with filters, start a run
 //	GET /runs/:id    one run, live: lanes per agent, tools, dispatch tree,
-//	                 approvals, costs
+//	                 approvals, costs, steering, forks and follow-ups
 //	GET /mcp-servers the tenant's MCP servers, read-only
 //	GET /schedules   the tenant's schedules, read-only
 //	GET /webhooks    the tenant's webhook endpoints and deliveries, read-only
+//	GET /compare     two runs side by side, per agent (?a=<run>&b=<run>)
 //	GET /console/*   the assets
 //
 // The pages hold no data: the page's scripts call the API itself, with the
@@ -60,6 +61,7 @@ func Register(r gin.IRoutes) {
 	r.GET("/mcp-servers", servePage)
 	r.GET("/schedules", servePage)
 	r.GET("/webhooks", servePage)
+	r.GET("/compare", servePage)
 	r.GET(AssetPrefix+"/*asset", func(c *gin.Context) {
 		if strings.HasSuffix(c.Param("asset"), "/") {
 			// No directory listings.

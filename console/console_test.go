@@ -36,7 +36,7 @@ func get(t *testing.T, url string) (*http.Response, string) {
 // served with their types; no directory is listed.
 func TestPagesAndAssets(t *testing.T) {
 	s := server(t)
-	for _, p := range []string{"/", "/runs", "/runs/abc-123", "/?h=x", "/runs?status=running", "/mcp-servers", "/schedules", "/webhooks"} {
+	for _, p := range []string{"/", "/runs", "/runs/abc-123", "/?h=x", "/runs?status=running", "/mcp-servers", "/schedules", "/webhooks", "/compare"} {
 		resp, body := get(t, s.URL+p)
 		if resp.StatusCode != http.StatusOK || !strings.Contains(body, `<script type="module" src="/console/app.js">`) {
 			t.Errorf("%s: %d %.80q", p, resp.StatusCode, body)

@@ -165,6 +165,7 @@ func routeCases() map[string]routeCase {
 		"GET /mcp-servers":    {build: body("/mcp-servers", nil)},
 		"GET /schedules":      {build: body("/schedules", nil)},
 		"GET /webhooks":       {build: body("/webhooks", nil)},
+		"GET /compare":        {build: body("/compare", nil)},
 		"GET /console/*asset": {build: body("/console/app.js", nil)},
 
 		// A2A agents: the card is one of A's hierarchies (404 for B); the
@@ -202,6 +203,7 @@ func routeCases() map[string]routeCase {
 			return e + "/subagents/delete", map[string]any{"id": f.subAgentToDelete}
 		}),
 		"POST " + e + "/subagents/list": {list: true, build: body(e+"/subagents/list", map[string]any{})},
+		"POST " + e + "/tools/list":     {list: true, build: body(e+"/tools/list", map[string]any{})},
 
 		"POST " + e + "/runs/start": obj(func(f accessFixture) (string, any) {
 			return e + "/runs/start", map[string]any{"hierarchy_id": f.hierarchy, "task": "route test"}

@@ -206,3 +206,13 @@ type PanicError struct {
 func (e *PanicError) Error() string {
 	return fmt.Sprintf("tool %q failed with an internal error: %v", e.Key, e.Value)
 }
+
+// Describe returns the description of the tool registered under key, ""
+// for an unknown key: what the console's hierarchy editor shows next to
+// each built-in tool (tools/list).
+func (r *Registry) Describe(key string) string {
+	if t, ok := r.tools[key]; ok {
+		return t.Description()
+	}
+	return ""
+}

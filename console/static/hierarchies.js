@@ -1,35 +1,36 @@
-// The hierarchies page (/): the list, creation from JSON with the API's
-// field error shown at the field, and one hierarchy as a tree (/?h=<id>).
+// The hierarchies page (/): the list, one hierarchy as a tree (/?h=<id>),
+// and the editor (editor.js) that creates one or edits it (/?h=<id>&edit=1):
+// a form and its JSON, with the API's field error shown at the field.
 import { call } from './api.js';
 import { h, append, clear, fmtTime } from './dom.js';
-import { locateField } from './jsonpath.js';
-
-const EXAMPLE = {
-  name: 'research',
-  global_supervisor_agent: { agent_id: 'gs-research', system_prompt: 'You are the chief scientist.' },
-  enable_context_sharing: true,
-  teams: [{
-    name: 'theory',
-    team_supervisor_agent: { agent_id: 'ts-theory', system_prompt: 'You lead the theory group.' },
-    prevent_duplicate: true,
-    workers: [
-      { agent_id: 'w-theorist', name: 'theorist', role: 'researcher', system_prompt: 'You are a theorist.' },
-      { agent_id: 'w-critic', name: 'critic', role: 'reviewer', system_prompt: 'You review arguments.' },
-    ],
-  }],
-};
+import { HierarchyEditor, loadCatalog } from './editor.js';
 
 export async function hierarchiesPage(main) {
   const params = new URLSearchParams(location.search);
   const list = h('section', { class: 'panel', id: 'hierarchy-list' }, h('h2', {}, 'Hierarchies'), h('p', { class: 'muted' }, 'Loading…'));
   const tree = h('section', { class: 'panel', id: 'hierarchy-tree', hidden: true });
-  append(main, h('div', { class: 'columns' }, h('div', {}, list, tree), createPanel(async (id) => {
-    await renderList(list);
-    history.replaceState(null, '', '/?h=' + encodeURIComponent(id));
-    await renderTree(tree, id);
-  })));
+  const editor = new HierarchyEditor({
+    catalog: await loadCatalog(),
+    onSaved: async (id) => {
+      await renderList(list);
+      history.replaceState(null, '', '/?h=' + encodeURIComponent(id) + '&edit=1');
+      await renderTree(tree, id, editor);
+      await openEditor(editor, id);
+    },
+  });
+  editor.load(null);
+  append(main, h('div', { class: 'columns editor-page' }, h('div', {}, list, tree), editor.el));
   await renderList(list);
-  if (params.get('h')) await renderTree(tree, params.get('h'));
+  if (params.get('h')) {
+    await renderTree(tree, params.get('h'), editor);
+    if (params.get('edit')) await openEditor(editor, params.get('h'));
+  }
+}
+
+// openEditor loads a stored hierarchy into the editor.
+async function openEditor(editor, id) {
+  const hier = await call('/hierarchies/get', { hierarchy_id: id });
+  editor.load(hier, id);
 }
 
 async function renderList(panel) {
@@ -52,7 +53,7 @@ async function renderList(panel) {
 }
 
 // renderTree shows a hierarchy as a tree with every agent_id.
-async function renderTree(panel, id) {
+async function renderTree(panel, id, editor) {
   panel.hidden = false;
   clear(panel);
   let hier;
@@ -76,67 +77,10 @@ async function renderTree(panel, id) {
   append(panel,
     h('h2', {}, hier.name, ' ', h('code', { class: 'muted' }, hier.hierarchy_id)),
     hier.description ? h('p', {}, hier.description) : null,
-    h('p', {}, h('a', { class: 'button', href: '/runs?hierarchy_id=' + encodeURIComponent(hier.hierarchy_id) + '#start' }, 'Start a run')),
+    h('p', {}, h('a', { class: 'button', href: '/runs?hierarchy_id=' + encodeURIComponent(hier.hierarchy_id) + '#start' }, 'Start a run'), ' ',
+      h('button', { type: 'button', id: 'edit-hierarchy', onclick: async () => {
+        history.replaceState(null, '', '/?h=' + encodeURIComponent(hier.hierarchy_id) + '&edit=1');
+        await openEditor(editor, hier.hierarchy_id);
+      } }, 'Edit')),
     h('ul', { class: 'tree' }, h('li', {}, agent(hier.global_supervisor_agent, 'global_supervisor'), h('ul', {}, teams))));
-}
-
-// createPanel is the form that creates a hierarchy from JSON. A refusal
-// is shown next to the line of the field the API names.
-function createPanel(onCreated) {
-  const text = h('textarea', { id: 'hierarchy-json', rows: 24, spellcheck: 'false', 'aria-label': 'Hierarchy JSON' });
-  text.value = JSON.stringify(EXAMPLE, null, 2);
-  const errors = h('div', { id: 'create-errors' });
-  const result = h('p', { id: 'create-result', role: 'status' });
-  const button = h('button', { type: 'submit', id: 'create-hierarchy' }, 'Create');
-  text.addEventListener('input', () => clear(errors));
-  const form = h('form', { id: 'create-form' }, text, button, result, errors);
-  form.addEventListener('submit', async (e) => {
-    e.preventDefault();
-    clear(errors);
-    result.textContent = '';
-    let body;
-    try {
-      body = JSON.parse(text.value);
-    } catch (err) {
-      append(errors, h('p', { class: 'field-error', dataset: { field: '' } }, 'Not JSON: ' + err.message));
-      return;
-    }
-    button.disabled = true;
-    try {
-      const out = await call('/hierarchies/create', body);
-      result.textContent = 'Created ' + out.hierarchy_id;
-      await onCreated(out.hierarchy_id);
-    } catch (err) {
-      showFieldError(text, errors, err);
-    } finally {
-      button.disabled = false;
-    }
-  });
-  return h('section', { class: 'panel', id: 'create-panel' }, h('h2', {}, 'Create a hierarchy'),
-    h('p', { class: 'muted' }, 'The body of hierarchies/create (see docs/hierarchies.md, "The hierarchy body").'), form);
-}
-
-// showFieldError lists the JSON's lines with the error under the line of
-// the field (or of the nearest enclosing one the text has) and selects
-// that field in the editor.
-function showFieldError(textarea, box, err) {
-  const field = err.field || '';
-  const where = field ? locateField(textarea.value, field) : null;
-  // The API's message starts with the field's name; it is shown apart.
-  const message = field && err.message.startsWith(field + ': ') ? err.message.slice(field.length + 2) : err.message;
-  append(box, h('p', { class: 'error', id: 'create-error' }, field ? h('code', {}, field) : null, field ? ': ' : '', message));
-  if (!where) return;
-  const lines = textarea.value.split('\n');
-  const items = lines.map((l, n) => {
-    const li = h('li', { value: n + 1 }, h('code', {}, l || ' '));
-    if (n + 1 === where.line) {
-      li.className = 'error-line';
-      append(li, h('div', { class: 'field-error', dataset: { field } }, '↑ ', h('code', {}, field), ': ', message));
-    }
-    return li;
-  });
-  const from = Math.max(0, where.line - 4);
-  append(box, h('ol', { class: 'json-lines', start: from + 1 }, items.slice(from, where.line + 3)));
-  textarea.focus();
-  textarea.setSelectionRange(where.start, where.end);
 }

@@ -12,6 +12,7 @@
 // stream token when the old one has expired).
 import { call, download } from './api.js';
 import { h, append, clear, fmtCost, fmtTime } from './dom.js';
+import { Steering } from './steer.js';
 
 // Every event type the stream carries (docs/events.md, Event stream). EventSource
 // delivers named events only to listeners of that name.
@@ -96,6 +97,10 @@ class RunView {
     append(document.getElementById('run-meta'), 'hierarchy ',
       h('a', { href: '/?h=' + encodeURIComponent(run.hierarchy_id) }, run.hierarchy_name || run.hierarchy_id),
       ' · created ' + fmtTime(run.created_at));
+    // Steering (steer.js) follows the run's status and topology.
+    this.steer = new Steering(this, run);
+    this.main.querySelector('.run-head').after(this.steer.el);
+    this.steer.status(run.status);
     // Redraw what this tab had (a reload), then stream what follows.
     for (const ev of this.cache.load()) this.apply(ev, false);
     document.body.dataset.resumedFrom = this.last;
@@ -181,6 +186,7 @@ class RunView {
     this.statusEl.className = 'badge status-' + s;
     document.body.dataset.runStatus = s;
     this.cancelBtn.hidden = ['completed', 'failed', 'cancelled', 'timed_out'].includes(s);
+    if (this.steer) this.steer.status(s);
   }
 
   // apply draws one event, once, in sequence order.
@@ -354,6 +360,7 @@ const HANDLERS = {
       h('code', {}, ev.source.agent_id), ' global supervisor', h('ul', {})));
   },
   'system.topology'(ev, d) {
+    if (this.steer) this.steer.topology(d);
     const gs = d.global_supervisor_agent || {};
     this.lane(gs.agent_id, { agent_type: 'global_supervisor', agent_name: gs.name });
     for (const t of d.teams || []) {
