@@ -105,6 +105,8 @@ func (r *Runs) Reconcile(ctx context.Context, run *store.Run) (*store.Run, error
 		// changed the row does.
 		r.Metrics.RunFinished(models.RunFailed)
 	}
+	// No worker wrote this end, so none dispatched the tenant's queue.
+	r.RunEnded(ctx, run.ID)
 	return r.Store.GetRun(ctx, run.ID)
 }
 

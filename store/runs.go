@@ -75,6 +75,9 @@ type Run struct {
 	// QueueSeq is the run's place in its tenant's admission queue (0:
 	// never queued); not shown.
 	QueueSeq int64 `json:"-"`
+	// QueuePosition is, on a run AdmitRun has just queued, its place in
+	// its tenant's queue (1: next); 0 otherwise (not stored).
+	QueuePosition int `json:"queue_position,omitempty"`
 	// ForkedFrom names the run (by public id, of the same tenant) and the
 	// event this run was forked from (runs/fork); nil for a run that is no
 	// fork.
