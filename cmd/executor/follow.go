@@ -196,6 +196,8 @@ func (p *printer) print(ev models.Event) error {
 		p.line(src, "%s team %s: %s", p.paint("31;1", "✗ cancelled"), str(d, "team_name"), str(d, "reason"))
 	case "dispatch.redirect":
 		p.line(src, "%s %s: %s", p.paint("1", "» redirect"), str(d, "agent_id"), clip(oneLine(str(d, "message")), 200))
+	case "lifecycle.queued":
+		p.line(src, "%s %s, position %v", p.paint("35;1", "… queued"), str(d, "reason"), d["position"])
 	case "lifecycle.paused":
 		p.line(src, "%s", p.paint("35;1", "⏸ paused"))
 	case "lifecycle.resumed":
