@@ -734,6 +734,10 @@ func (ss *ScheduledStarts) PrepareScheduledRun(ctx context.Context, in models.Sc
 		_ = r.Store.DeleteRun(ctx, key)
 	}
 	p, err := r.prepare(ctx, h, in.Task, StartOptions{MaxParallelTeams: in.MaxParallelTeams, Budget: in.Budget, ScheduleID: sc.ID, key: key})
+	if p != nil {
+		// Queued runs its admission let in are told (docs/queue.md).
+		r.signalAdmitted(ctx, p.admitted)
+	}
 	if err != nil {
 		var e *models.Error
 		if errors.As(err, &e) && e.Code.HTTPStatus < 500 {
