@@ -465,10 +465,10 @@ func (r *Runs) prepare(ctx context.Context, h *models.Hierarchy, task string, op
 		}
 	}
 	p := &preparedRun{
-		run:     run,
-		summary: h.Name + ": " + oneLine(task, 200),
-		details: fmt.Sprintf("Run %s. Hierarchy %s (%s), %d teams, %s.\n\nTask: %s", run.PublicID, h.Name, h.ID, len(h.Teams), h.ExecutionMode, task),
-		input:   models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(tenant, opts, firstNonEmpty(run.ThreadID, run.PublicID)), AnswerMessageID: opts.MessageID, OfflineAgents: offline, Previous: previous, Queue: queue},
+		run:      run,
+		summary:  h.Name + ": " + oneLine(task, 200),
+		details:  fmt.Sprintf("Run %s. Hierarchy %s (%s), %d teams, %s.\n\nTask: %s", run.PublicID, h.Name, h.ID, len(h.Teams), h.ExecutionMode, task),
+		input:    models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(tenant, opts, firstNonEmpty(run.ThreadID, run.PublicID)), AnswerMessageID: opts.MessageID, OfflineAgents: offline, Previous: previous, Queue: queue},
 		admitted: admission.Admitted, ahead: admission.Ahead,
 	}
 	if run.PreviousRunID != "" {
