@@ -873,6 +873,11 @@ func (s *Server) setPaused(ctx context.Context, id string, paused bool) (string,
 	if models.IsTerminal(run.Status) {
 		return "", models.Errorf(models.CodeExecutionFinished, "run %q has already %s and cannot be %s", id, run.Status, verb)
 	}
+	if run.Status == models.RunQueued {
+		// A paused run holds a place of its tenant's limit: a queued one
+		// has none to hold (docs/queue.md).
+		return "", models.Errorf(models.CodeExecutionInProgress, "run %q is queued and cannot be %s until it has started; cancel it instead", id, verb)
+	}
 	if s.runs == nil || s.runs.Temporal == nil {
 		return "", models.Errorf(models.CodeUnavailable, "runs are not controlled by this process")
 	}
