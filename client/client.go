@@ -197,14 +197,22 @@ type StartRequest struct {
 	Task          string `json:"task"`
 	ID            string `json:"id,omitempty"`
 	PreviousRunID string `json:"previous_run_id,omitempty"`
+	// OnLimit is "queue" (the default: over the tenant's limit the run
+	// waits, queued) or "reject" (429); MultitaskStrategy, with
+	// PreviousRunID, is reject, enqueue (the default), interrupt or
+	// rollback (docs/queue.md).
+	OnLimit           string `json:"on_limit,omitempty"`
+	MultitaskStrategy string `json:"multitask_strategy,omitempty"`
 }
 
-// Started is runs/start's answer.
+// Started is runs/start's answer. Status is "pending", or "queued" with
+// QueuePosition (1: next) when the run waits for admission.
 type Started struct {
-	ID         string `json:"id"`
-	WorkflowID string `json:"workflow_id"`
-	Status     string `json:"status"`
-	ThreadID   string `json:"thread_id"`
+	ID            string `json:"id"`
+	WorkflowID    string `json:"workflow_id"`
+	Status        string `json:"status"`
+	ThreadID      string `json:"thread_id"`
+	QueuePosition int    `json:"queue_position,omitempty"`
 }
 
 // StartRun starts a run.
