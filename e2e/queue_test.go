@@ -253,6 +253,13 @@ func TestAdmissionQueue(t *testing.T) {
 	if status, _, _, _ := start("bad", map[string]any{"on_limit": "wait"}); status != http.StatusBadRequest {
 		t.Errorf("on_limit wait: %d, want 400", status)
 	}
+	if status, _, env, _ := start("bad", map[string]any{"multitask_strategy": "enqueue"}); status != http.StatusBadRequest || !strings.Contains(env.Message, "previous_run_id") {
+		t.Errorf("multitask_strategy without previous_run_id: %d %q, want 400", status, env.Message)
+	}
+	// A queued run holds no place to pause.
+	if status, env, _ := postTo(t, e.apiURL, "/runs/pause", map[string]any{"id": b.ID}); status != http.StatusConflict {
+		t.Errorf("pausing a queued run: %d %q, want 409", status, env.Message)
+	}
 	var list struct {
 		Items []struct {
 			ID     string `json:"id"`
