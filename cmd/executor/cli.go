@@ -236,7 +236,7 @@ func newRunsCommand() *cobra.Command {
 	af.register(cmd)
 
 	var fo followOptions
-	var hierarchy, task, runID, previous string
+	var hierarchy, task, runID, previous, strategy, onLimit string
 	var follow bool
 	start := &cobra.Command{
 		Use:   `start --hierarchy ID --task "..." [--follow]`,
@@ -269,7 +269,7 @@ failed; 130: interrupted, the run goes on).` + clientLong,
 				}
 				task = string(raw)
 			}
-			started, err := c.StartRun(cmd.Context(), client.StartRequest{HierarchyID: hierarchy, Task: task, ID: runID, PreviousRunID: previous})
+			started, err := c.StartRun(cmd.Context(), client.StartRequest{HierarchyID: hierarchy, Task: task, ID: runID, PreviousRunID: previous, MultitaskStrategy: strategy, OnLimit: onLimit})
 			if err != nil {
 				return err
 			}
@@ -278,6 +278,9 @@ failed; 130: interrupted, the run goes on).` + clientLong,
 					return writeJSON(cmd.OutOrStdout(), started)
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), started.ID)
+				if started.Status == "queued" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "run %s is queued at position %d: it starts when a place frees (docs/queue.md)\n", started.ID, started.QueuePosition)
+				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "started run %s (workflow %s); follow it with: executor runs follow %s\n", started.ID, started.WorkflowID, started.ID)
 				return nil
 			}
@@ -289,6 +292,8 @@ failed; 130: interrupted, the run goes on).` + clientLong,
 	start.Flags().StringVar(&task, "task", "", `the task (required; "-" reads it from standard input)`)
 	start.Flags().StringVar(&runID, "id", "", "the run's id (default: a new UUID)")
 	start.Flags().StringVar(&previous, "previous-run", "", "follow up this run: the supervisors see its brief, and the new run joins its thread")
+	start.Flags().StringVar(&strategy, "multitask-strategy", "", "with --previous-run, when its thread has a run unfinished: reject, enqueue (default), interrupt or rollback")
+	start.Flags().StringVar(&onLimit, "on-limit", "", `over the tenant's concurrent-run limit: "queue" (default) waits queued, "reject" fails`)
 	start.Flags().BoolVar(&follow, "follow", false, "stream the run until it ends; the exit status says how it ended")
 	fo.register(start)
 
