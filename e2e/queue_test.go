@@ -216,15 +216,15 @@ func TestAdmissionQueueAcrossReplicas(t *testing.T) {
 	}
 }
 
-// TestAdmissionQueue: with a limit of one run and a queue of two, the
-// second and third starts queue (positions 1 and 2, listed with status
-// queued, lifecycle.queued in their stream and stored log), a fourth is
+// TestAdmissionQueue: with a limit of one run and a queue of three, the
+// second to fourth starts queue (positions 1 to 3, listed with status
+// queued, lifecycle.queued in their stream and stored log), a fifth is
 // 429 with Retry-After, as is a start with on_limit reject; a queued run
 // can be cancelled; the others run one after another in order.
 func TestAdmissionQueue(t *testing.T) {
 	e := newEnv(t, queueRules(1500*time.Millisecond), withConfig(func(c *config.Config) {
 		c.MaxConcurrentRunsPerTenant = 1
-		c.MaxQueuedRunsPerTenant = 2
+		c.MaxQueuedRunsPerTenant = 3
 		c.RateLimitRPS = 0
 	}))
 	hid := e.createHierarchy(queueHierarchy("queue"))
@@ -241,10 +241,11 @@ func TestAdmissionQueue(t *testing.T) {
 	_, a, _, _ := start("first", nil)
 	_, b, _, _ := start("second", nil)
 	_, c, _, _ := start("third", nil)
-	if a.Status != models.RunPending || b.Status != models.RunQueued || b.QueuePosition != 1 || c.Status != models.RunQueued || c.QueuePosition != 2 {
-		t.Fatalf("starts = %+v %+v %+v, want pending, queued 1, queued 2", a, b, c)
+	_, d, _, _ := start("fourth", nil)
+	if a.Status != models.RunPending || b.Status != models.RunQueued || b.QueuePosition != 1 || c.Status != models.RunQueued || c.QueuePosition != 2 || d.QueuePosition != 3 {
+		t.Fatalf("starts = %+v %+v %+v %+v, want pending, queued 1, 2, 3", a, b, c, d)
 	}
-	if status, _, env, retry := start("fourth", nil); status != http.StatusTooManyRequests || retry == "" || !strings.Contains(env.Message, "queued") {
+	if status, _, env, retry := start("fifth", nil); status != http.StatusTooManyRequests || retry == "" || !strings.Contains(env.Message, "queued") {
 		t.Errorf("past the queue bound: %d %q Retry-After %q, want 429 with Retry-After", status, env.Message, retry)
 	}
 	if status, _, env, retry := start("rejected", map[string]any{"on_limit": "reject"}); status != http.StatusTooManyRequests || retry == "" {
@@ -268,8 +269,8 @@ func TestAdmissionQueue(t *testing.T) {
 		Total int `json:"total"`
 	}
 	e.mustPost("/runs/list", map[string]any{"status": "queued"}, &list)
-	if list.Total != 2 || len(list.Items) != 2 {
-		t.Errorf("runs/list status queued = %+v, want the two queued runs", list)
+	if list.Total != 3 || len(list.Items) != 3 {
+		t.Errorf("runs/list status queued = %+v, want the three queued runs", list)
 	}
 	// lifecycle.queued reaches a stream of the queued run and its stored
 	// log at once (the run is idle).
@@ -278,25 +279,30 @@ func TestAdmissionQueue(t *testing.T) {
 		t.Errorf("stream of the queued run: %+v", last)
 	}
 	waitFor(t, 10*time.Second, "lifecycle.queued stored", func() bool {
-		_, _, q := e.lifecycleTimes(c.ID)
+		_, _, q := e.lifecycleTimes(d.ID)
 		return q
 	})
-	// The third is cancelled while it waits.
+	// The fourth is cancelled while it waits.
 	var cancelled struct {
 		Status string `json:"status"`
 	}
-	e.mustPost("/runs/cancel", map[string]any{"id": c.ID}, &cancelled)
-	if v := e.waitRun(c.ID, 30*time.Second); v.Status != models.RunCancelled {
+	e.mustPost("/runs/cancel", map[string]any{"id": d.ID}, &cancelled)
+	if v := e.waitRun(d.ID, 30*time.Second); v.Status != models.RunCancelled {
 		t.Errorf("cancelled queued run ended %s", v.Status)
 	}
-	va, vb := e.waitRun(a.ID, time.Minute), e.waitRun(b.ID, time.Minute)
-	if va.Status != models.RunCompleted || vb.Status != models.RunCompleted {
-		t.Fatalf("runs ended %s and %s", va.Status, vb.Status)
+	if started, _, _ := e.lifecycleTimes(d.ID); !started.IsZero() {
+		t.Error("the run cancelled while queued started")
 	}
+	va, vb, vc := e.waitRun(a.ID, time.Minute), e.waitRun(b.ID, time.Minute), e.waitRun(c.ID, time.Minute)
+	if va.Status != models.RunCompleted || vb.Status != models.RunCompleted || vc.Status != models.RunCompleted {
+		t.Fatalf("runs ended %s, %s and %s", va.Status, vb.Status, vc.Status)
+	}
+	// In order, one at a time.
 	aStarted, aEnded, _ := e.lifecycleTimes(a.ID)
-	bStarted, _, bQueued := e.lifecycleTimes(b.ID)
-	if !bQueued || bStarted.Before(aEnded) || aStarted.IsZero() {
-		t.Errorf("the queued run started at %s, before the first ended (%s), or never announced queued (%v)", bStarted, aEnded, bQueued)
+	bStarted, bEnded, bQueued := e.lifecycleTimes(b.ID)
+	cStarted, _, cQueued := e.lifecycleTimes(c.ID)
+	if !bQueued || !cQueued || aStarted.IsZero() || bStarted.Before(aEnded) || cStarted.Before(bEnded) {
+		t.Errorf("runs at %s–%s, %s–%s, from %s (queued announced %v, %v): want one after another in start order", aStarted, aEnded, bStarted, bEnded, cStarted, bQueued, cQueued)
 	}
 }
 
