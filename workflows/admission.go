@@ -27,7 +27,7 @@ func (w *runWorkflow) waitAdmission(ctx workflow.Context) error {
 	if s.Status == models.RunPending {
 		s.Status = models.RunQueued
 		data := map[string]any{"reason": w.in.Queue.Reason, "position": w.in.Queue.Position}
-		if w.in.Previous == nil && w.in.Options.ThreadID != "" {
+		if w.in.Options.ThreadID != "" {
 			data["thread_id"] = w.in.Options.ThreadID
 		}
 		w.emit(ctx, models.GlobalSupervisorSource(w.hier), models.CategoryLifecycle, models.ActionQueued, data)
