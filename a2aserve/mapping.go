@@ -43,7 +43,7 @@ type approval struct {
 // State maps a run status onto an A2A task state.
 func State(status string) a2a.TaskState {
 	switch status {
-	case models.RunPending:
+	case models.RunPending, models.RunQueued:
 		return a2a.TaskStateSubmitted
 	case models.RunRunning, models.RunPaused:
 		return a2a.TaskStateWorking

@@ -13,7 +13,7 @@ import (
 
 func TestStateMapping(t *testing.T) {
 	want := map[string]a2a.TaskState{
-		models.RunPending: a2a.TaskStateSubmitted, models.RunRunning: a2a.TaskStateWorking, models.RunPaused: a2a.TaskStateWorking,
+		models.RunQueued: a2a.TaskStateSubmitted, models.RunPending: a2a.TaskStateSubmitted, models.RunRunning: a2a.TaskStateWorking, models.RunPaused: a2a.TaskStateWorking,
 		models.RunWaitingApproval: a2a.TaskStateInputRequired, models.RunCompleted: a2a.TaskStateCompleted,
 		models.RunFailed: a2a.TaskStateFailed, models.RunTimedOut: a2a.TaskStateFailed, models.RunCancelled: a2a.TaskStateCanceled,
 	}
@@ -25,9 +25,10 @@ func TestStateMapping(t *testing.T) {
 		if s := State(status); s != got {
 			t.Errorf("State(%q) = %s, want %s", status, s, got)
 		}
-		// Back: a state filters by the status it comes from (paused and
-		// timed_out share theirs with running and failed).
-		if status != models.RunPaused && status != models.RunTimedOut && RunStatus(got) != status {
+		// Back: a state filters by the status it comes from (paused,
+		// timed_out and queued share theirs with running, failed and
+		// pending).
+		if status != models.RunPaused && status != models.RunTimedOut && status != models.RunQueued && RunStatus(got) != status {
 			t.Errorf("RunStatus(%s) = %q, want %q", got, RunStatus(got), status)
 		}
 	}

@@ -74,6 +74,10 @@ type Activities struct {
 	// Prices turns a call's usage into its cost (LLM_PRICES_FILE over the
 	// built-in list prices); nil uses pricing.Defaults.
 	Prices pricing.Table
+	// RunEnded is told of every run whose terminal status SetRunStatus
+	// writes: it admits the run's tenant's queued runs that now fit
+	// (api.Runs.RunEnded, docs/queue.md); nil admits none.
+	RunEnded func(ctx context.Context, runID string)
 }
 
 // cost is what a call of model with usage u cost; ok is false when the
@@ -119,6 +123,11 @@ func (a *Activities) SetRunStatus(ctx context.Context, u models.RunStatusUpdate)
 	// this wakes the streams to read that event and end; "running" comes
 	// right after the run's first events.
 	a.notifyRun(ctx, u.RunID)
+	if a.RunEnded != nil && models.IsTerminal(u.Status) {
+		// After the write: the run no longer counts against its tenant's
+		// limit, so its place goes to the oldest queued run.
+		a.RunEnded(ctx, u.RunID)
+	}
 	a.logger(ctx).Info("run status", "run_id", u.RunID, "status", u.Status)
 	return nil
 }

@@ -643,3 +643,22 @@ func TestHTTPAgentReconnects(t *testing.T) {
 	}
 	checkAnswers(t, log, res.Messages)
 }
+
+// TestQueuedRunStartsWithItsStart: a queued run's log opens with
+// lifecycle.queued (docs/queue.md); it makes nothing, so the AG-UI run is
+// the same as the log without it, opening with RUN_STARTED and the task.
+func TestQueuedRunStartsWithItsStart(t *testing.T) {
+	log := loadLog(t, "tools")
+	queued := models.Event{RunID: log[0].RunID, Sequence: 0, Timestamp: log[0].Timestamp, Source: log[0].Source,
+		Event: models.EventKind{Category: models.CategoryLifecycle, Action: models.ActionQueued}, Data: map[string]any{"reason": models.QueueReasonLimit, "position": 1}}
+	with := translate(Options{}, append([]models.Event{queued}, log...))
+	if len(with[0]) != 0 {
+		t.Fatalf("lifecycle.queued made %v", with[0])
+	}
+	got, want := flat(with[1:]), flat(translate(Options{}, log))
+	gotJSON, _ := json.Marshal(got)
+	wantJSON, _ := json.Marshal(want)
+	if string(gotJSON) != string(wantJSON) {
+		t.Errorf("a queued run's AG-UI events differ from its log without lifecycle.queued:\n%s\nwant\n%s", gotJSON, wantJSON)
+	}
+}

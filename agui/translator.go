@@ -212,6 +212,11 @@ func (t *Translator) translate(e models.Event) {
 		t.runID = e.RunID
 	}
 	cat, act := e.Event.Category, e.Event.Action
+	if cat == models.CategoryLifecycle && act == models.ActionQueued {
+		// A queued run's wait (docs/queue.md) is no part of an AG-UI run:
+		// its RUN_STARTED comes with lifecycle.started, once admitted.
+		return
+	}
 	if cat == models.CategoryLifecycle && act == models.ActionStarted && !t.inRun {
 		t.task = str(e.Data, "task")
 		if t.threadID == "" {

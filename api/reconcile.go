@@ -105,6 +105,8 @@ func (r *Runs) Reconcile(ctx context.Context, run *store.Run) (*store.Run, error
 		// changed the row does.
 		r.Metrics.RunFinished(models.RunFailed)
 	}
+	// No worker wrote this end, so none dispatched the tenant's queue.
+	r.RunEnded(ctx, run.ID)
 	return r.Store.GetRun(ctx, run.ID)
 }
 
@@ -130,7 +132,7 @@ func (r *Runs) terminationReason(ctx context.Context, workflowID string) string 
 // it changed.
 func (r *Runs) ReconcileStale(ctx context.Context, quiet time.Duration) (int, error) {
 	changed := 0
-	for _, status := range []string{models.RunRunning, models.RunPaused, models.RunWaitingApproval, models.RunPending} {
+	for _, status := range []string{models.RunRunning, models.RunPaused, models.RunWaitingApproval, models.RunPending, models.RunQueued} {
 		for page := 1; ; page++ {
 			runs, _, err := r.Store.ListRuns(ctx, store.RunFilter{ListFilter: store.ListFilter{Page: page, PageSize: 100}, Status: status})
 			if err != nil {

@@ -40,6 +40,36 @@ type startInput struct {
 	// Webhook is an optional one-off endpoint of this run only
 	// (docs/webhooks.md).
 	Webhook *models.RunWebhookInput `json:"webhook"`
+	// OnLimit is what a start beyond the tenant's concurrency limit does:
+	// "queue" (the default) waits in the admission queue, "reject" is 429
+	// (docs/queue.md).
+	OnLimit *string `json:"on_limit"`
+	// MultitaskStrategy is what a follow-up does when its thread has an
+	// unfinished run: reject, enqueue (the default), interrupt, rollback.
+	MultitaskStrategy *string `json:"multitask_strategy"`
+}
+
+// queueOptions reads on_limit and multitask_strategy into opts; a
+// multitask_strategy needs previous_run_id (it is about a thread).
+func queueOptions(opts *StartOptions, onLimit, strategy *string, followUp bool) error {
+	if onLimit != nil {
+		switch *onLimit {
+		case models.OnLimitQueue, models.OnLimitReject:
+			opts.OnLimit = *onLimit
+		default:
+			return models.FieldError("on_limit", "must be %q or %q, got %q", models.OnLimitQueue, models.OnLimitReject, *onLimit)
+		}
+	}
+	if strategy != nil {
+		if !contains(models.MultitaskStrategies, *strategy) {
+			return models.FieldError("multitask_strategy", "must be one of %s, got %q", strings.Join(models.MultitaskStrategies, ", "), *strategy)
+		}
+		if !followUp {
+			return models.FieldError("multitask_strategy", "applies to a follow-up run only: give previous_run_id")
+		}
+		opts.Strategy = *strategy
+	}
+	return nil
 }
 
 // Caller-set ids (spec 003): letters, digits, '_', '-' and '.', starting
@@ -154,6 +184,9 @@ func (s *Server) startRun(c *gin.Context) {
 		err = callerIDs(&opts, "id", in.ID, "message_id", in.MessageID, "user_message_id", in.UserMessageID)
 	}
 	if err == nil {
+		err = queueOptions(&opts, in.OnLimit, in.MultitaskStrategy, in.PreviousRunID != nil)
+	}
+	if err == nil {
 		opts.Previous, err = s.previousRun(ctx, "previous_run_id", in.PreviousRunID, h)
 	}
 	if err == nil && in.Webhook != nil {
@@ -168,15 +201,19 @@ func (s *Server) startRun(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	ok(c, gin.H{"id": run.PublicID, "workflow_id": run.WorkflowID, "status": run.Status, "thread_id": run.ThreadID})
+	answer := gin.H{"id": run.PublicID, "workflow_id": run.WorkflowID, "status": run.Status, "thread_id": run.ThreadID}
+	if run.QueuePosition > 0 {
+		answer["queue_position"] = run.QueuePosition
+	}
+	ok(c, answer)
 }
 
 // previousRun reads a start's optional previous_run_id (field names it in
 // errors): the run a follow-up follows. It must be visible to the caller
-// (else 404, as any run the caller cannot see), have run the same
-// hierarchy (else 400) and have finished, in any terminal status (else
-// 409 EXECUTION_IN_PROGRESS: a follow-up builds on a final answer, and a
-// run still going has none yet). nil id: no previous run.
+// (else 404, as any run the caller cannot see) and have run the same
+// hierarchy (else 400). It may be unfinished: the follow-up's
+// multitask_strategy decides, in the store, what then happens
+// (docs/queue.md). nil id: no previous run.
 func (s *Server) previousRun(ctx context.Context, field string, id *string, h *models.Hierarchy) (*store.Run, error) {
 	if id == nil {
 		return nil, nil
@@ -202,10 +239,6 @@ func (s *Server) previousRun(ctx context.Context, field string, id *string, h *m
 			run = reconciled
 		}
 	}
-	if !models.IsTerminal(run.Status) {
-		return nil, &models.Error{Code: models.CodeExecutionInProgress, Field: field,
-			Message: fmt.Sprintf("%s: run %q is still %s; a follow-up run can start once it has finished", field, v, run.Status)}
-	}
 	return run, nil
 }
 
@@ -222,11 +255,15 @@ type Runs struct {
 	// list prices) a cost budget is checked against before a run starts
 	// (checkPrices); nil uses pricing.Defaults.
 	Prices pricing.Table
-	// MaxConcurrentRuns is how many runs one tenant may have pending or
-	// running; a start beyond it is refused with 429. Zero: unlimited. The
-	// check counts stored runs, so starts racing on several replicas may
-	// pass it together: it bounds spending, it is not exact.
+	// MaxConcurrentRuns is how many admitted runs one tenant may have
+	// unfinished; a start beyond it waits in the admission queue, or is
+	// refused with 429 with on_limit "reject" (docs/queue.md). Zero:
+	// unlimited. The store decides under a per-tenant lock, so the limit
+	// holds across replicas. (Forks are refused beyond it, not queued.)
 	MaxConcurrentRuns int
+	// MaxQueuedRuns bounds one tenant's queued runs; a start that would
+	// queue past it is refused with 429. Zero: unbounded.
+	MaxQueuedRuns int
 	// TenantSearchAttribute says the namespace has the TenantId search
 	// attribute (decided apart from Options.SearchAttributes, which a
 	// namespace set up before tenants has without it).
@@ -284,6 +321,9 @@ type StartOptions struct {
 	// and WebhookSecret the secret its caller chose.
 	Webhook       *store.WebhookEndpoint
 	WebhookSecret string
+	// OnLimit is runs/start's on_limit ("": queue) and Strategy a
+	// follow-up's multitask_strategy ("": enqueue).
+	OnLimit, Strategy string
 }
 
 // Start checks the agents' providers, stores a pending run and starts its
@@ -294,6 +334,8 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 		return nil, err
 	}
 	run := p.run
+	// Admitted runs are told even when this start fails below.
+	r.signalAdmitted(ctx, p.admitted)
 	start := client.StartWorkflowOptions{
 		ID:                    run.WorkflowID,
 		TaskQueue:             r.TaskQueue,
@@ -311,6 +353,7 @@ func (r *Runs) Start(ctx context.Context, h *models.Hierarchy, task string, opts
 		}
 		return nil, &models.Error{Code: models.CodeUnavailable, Message: "could not start the run's workflow: Temporal is unavailable", Err: err}
 	}
+	r.stopAhead(ctx, opts.Strategy, p.ahead)
 	return run, nil
 }
 
@@ -319,6 +362,9 @@ type preparedRun struct {
 	run              *store.Run
 	input            models.RunInput
 	summary, details string
+	// admitted are other runs the store admitted meanwhile (to signal);
+	// ahead the unfinished runs of the thread this one waits behind.
+	admitted, ahead []*store.Run
 }
 
 // prepare checks a start (budget, models, the tenant's concurrency) and
@@ -346,9 +392,6 @@ func (r *Runs) prepare(ctx context.Context, h *models.Hierarchy, task string, op
 	// may start another tenant's hierarchy): never to a tenant the request
 	// names.
 	tenant := tenantOrDefault(h.TenantID)
-	if err := r.checkConcurrency(ctx, tenant); err != nil {
-		return nil, err
-	}
 	// The run's key is always generated: a caller-chosen id is the run's
 	// public id, unique in its tenant only (issue 23, item 8), while the
 	// key names the workflow and must be unique across tenants.
@@ -367,11 +410,17 @@ func (r *Runs) prepare(ctx context.Context, h *models.Hierarchy, task string, op
 	var previous *models.PreviousRun
 	if p := opts.Previous; p != nil {
 		run.ThreadID, run.PreviousRunID = firstNonEmpty(p.ThreadID, p.PublicID), p.PublicID
-		if previous, err = r.previousInput(ctx, p, run.ThreadID); err != nil {
-			return nil, err
+		if models.IsTerminal(p.Status) {
+			if previous, err = r.previousInput(ctx, p, run.ThreadID); err != nil {
+				return nil, err
+			}
 		}
 	}
-	if err := r.Store.CreateRun(ctx, run); err != nil {
+	admission, err := r.Store.AdmitRun(ctx, run, store.Admission{
+		Limit: r.MaxConcurrentRuns, MaxQueued: r.MaxQueuedRuns, RejectOverLimit: opts.OnLimit == models.OnLimitReject,
+		FollowUp: opts.Previous != nil, Strategy: firstNonEmpty(opts.Strategy, models.MultitaskEnqueue),
+	})
+	if err != nil {
 		var e *models.Error
 		if errors.As(err, &e) && e.Code == models.CodeAlreadyExists {
 			// The store names its columns; the answer names the surface's
@@ -389,6 +438,34 @@ func (r *Runs) prepare(ctx context.Context, h *models.Hierarchy, task string, op
 		}
 		return nil, err
 	}
+	var queue *models.QueueInfo
+	switch {
+	case admission.Queued:
+		// Its context is built when it is admitted (CheckAdmission).
+		previous = nil
+		queue = &models.QueueInfo{Reason: admission.Reason, Position: admission.Position}
+		run.QueuePosition = admission.Position
+		if opts.Strategy == models.MultitaskRollback {
+			if prev := r.rollbackPrevious(ctx, opts.Previous, admission.Ahead); prev != run.PreviousRunID {
+				run.PreviousRunID = prev
+				if err := r.Store.SetPreviousRun(ctx, run.ID, prev); err != nil {
+					_ = r.Store.DeleteRun(context.WithoutCancel(ctx), id)
+					return nil, err
+				}
+			}
+		}
+	case opts.Previous != nil && previous == nil:
+		// The run it follows was unfinished when read and has ended since
+		// (else its thread would be busy): its context is read now.
+		p, err := r.Store.GetRun(ctx, opts.Previous.ID)
+		if err == nil {
+			previous, err = r.previousInput(ctx, p, run.ThreadID)
+		}
+		if err != nil {
+			_ = r.Store.DeleteRun(context.WithoutCancel(ctx), id)
+			return nil, err
+		}
+	}
 	if opts.Webhook != nil {
 		// Stored before the workflow starts, so that it gets the run's
 		// first event; removed with the run if the workflow cannot start.
@@ -400,13 +477,17 @@ func (r *Runs) prepare(ctx context.Context, h *models.Hierarchy, task string, op
 		}
 	}
 	p := &preparedRun{
-		run:     run,
-		summary: h.Name + ": " + oneLine(task, 200),
-		details: fmt.Sprintf("Run %s. Hierarchy %s (%s), %d teams, %s.\n\nTask: %s", run.PublicID, h.Name, h.ID, len(h.Teams), h.ExecutionMode, task),
-		input:   models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(tenant, opts, firstNonEmpty(run.ThreadID, run.PublicID)), AnswerMessageID: opts.MessageID, OfflineAgents: offline, Previous: previous},
+		run:      run,
+		summary:  h.Name + ": " + oneLine(task, 200),
+		details:  fmt.Sprintf("Run %s. Hierarchy %s (%s), %d teams, %s.\n\nTask: %s", run.PublicID, h.Name, h.ID, len(h.Teams), h.ExecutionMode, task),
+		input:    models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(tenant, opts, firstNonEmpty(run.ThreadID, run.PublicID)), AnswerMessageID: opts.MessageID, OfflineAgents: offline, Previous: previous, Queue: queue},
+		admitted: admission.Admitted, ahead: admission.Ahead,
 	}
-	if previous != nil {
-		p.details += fmt.Sprintf("\n\nFollows up run %s (thread %s).", previous.RunID, previous.ThreadID)
+	if run.PreviousRunID != "" {
+		p.details += fmt.Sprintf("\n\nFollows up run %s (thread %s).", run.PreviousRunID, run.ThreadID)
+	}
+	if queue != nil {
+		p.details += fmt.Sprintf("\n\nQueued (%s) at position %d.", queue.Reason, queue.Position)
 	}
 	if opts.ScheduleID != "" {
 		p.details += fmt.Sprintf("\n\nStarted by schedule %s.", opts.ScheduleID)
@@ -868,6 +949,11 @@ func (s *Server) setPaused(ctx context.Context, id string, paused bool) (string,
 	}
 	if models.IsTerminal(run.Status) {
 		return "", models.Errorf(models.CodeExecutionFinished, "run %q has already %s and cannot be %s", id, run.Status, verb)
+	}
+	if run.Status == models.RunQueued {
+		// A paused run holds a place of its tenant's limit: a queued one
+		// has none to hold (docs/queue.md).
+		return "", models.Errorf(models.CodeExecutionInProgress, "run %q is queued and cannot be %s until it has started; cancel it instead", id, verb)
 	}
 	if s.runs == nil || s.runs.Temporal == nil {
 		return "", models.Errorf(models.CodeUnavailable, "runs are not controlled by this process")

@@ -739,10 +739,14 @@ func (ss *ScheduledStarts) PrepareScheduledRun(ctx context.Context, in models.Sc
 		return nil, err
 	}
 	key := activity.GetInfo(ctx).WorkflowExecution.RunID
-	if old, err := r.Store.GetRun(ctx, key); err == nil && old.Status == models.RunPending {
+	if old, err := r.Store.GetRun(ctx, key); err == nil && (old.Status == models.RunPending || old.Status == models.RunQueued) {
 		_ = r.Store.DeleteRun(ctx, key)
 	}
 	p, err := r.prepare(ctx, h, in.Task, StartOptions{MaxParallelTeams: in.MaxParallelTeams, Budget: in.Budget, ScheduleID: sc.ID, key: key})
+	if p != nil {
+		// Queued runs its admission let in are told (docs/queue.md).
+		r.signalAdmitted(ctx, p.admitted)
+	}
 	if err != nil {
 		var e *models.Error
 		if errors.As(err, &e) && e.Code.HTTPStatus < 500 {

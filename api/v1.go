@@ -127,6 +127,9 @@ type v1ExecuteInput struct {
 	// PreviousRunID makes the execution a follow-up of a finished
 	// execution of the same team (as runs/start's previous_run_id).
 	PreviousRunID *string `json:"previous_run_id"`
+	// OnLimit and MultitaskStrategy are runs/start's (docs/queue.md).
+	OnLimit           *string `json:"on_limit"`
+	MultitaskStrategy *string `json:"multitask_strategy"`
 }
 
 func (s *Server) v1Execute(c *gin.Context) {
@@ -165,6 +168,10 @@ func (s *Server) v1Execute(c *gin.Context) {
 	task := strings.TrimSpace(firstNonEmpty(in.Task, h.GlobalSupervisor.UserPrompt, h.Description))
 	if task == "" {
 		s.writeError(c, models.FieldError("task", "is required: the team has no top_supervisor_config.user_prompt or description to use as the task"))
+		return
+	}
+	if err = queueOptions(&opts, in.OnLimit, in.MultitaskStrategy, in.PreviousRunID != nil); err != nil {
+		s.writeError(c, err)
 		return
 	}
 	if opts.Previous, err = s.previousRun(ctx, "previous_run_id", in.PreviousRunID, h); err != nil {

@@ -252,8 +252,13 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 	if r, ok := router.(*llm.Router); ok {
 		runs.Models = r
 	}
+	runs.MaxQueuedRuns = cfg.MaxQueuedRunsPerTenant
 	starts := &api.ScheduledStarts{Runs: runs}
 	w.RegisterActivityWithOptions(starts.PrepareScheduledRun, activity.RegisterOptions{Name: models.ActivityPrepareScheduledRun})
+	// The admission queue (docs/queue.md): a queued run's check, and the
+	// dispatch at every run's end.
+	w.RegisterActivityWithOptions(runs.CheckAdmission, activity.RegisterOptions{Name: models.ActivityCheckAdmission})
+	acts.RunEnded = runs.RunEnded
 	return w
 }
 
@@ -271,13 +276,21 @@ func SweepRetention(ctx context.Context, cfg config.Config, log *slog.Logger, st
 	runs.SweepRetentionEvery(ctx, Retention(cfg), cfg.RunRetentionInterval)
 }
 
+// SweepQueue dispatches the queues of tenants with queued runs every
+// QUEUE_SWEEP_INTERVAL until ctx ends (docs/queue.md): a safety net under
+// the dispatch at each run's end. Workers run it.
+func SweepQueue(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client) {
+	runs := &api.Runs{Store: st, Temporal: tc, MaxConcurrentRuns: cfg.MaxConcurrentRunsPerTenant, Log: log}
+	runs.SweepQueueEvery(ctx, cfg.QueueSweepInterval)
+}
+
 // NewAPI builds the HTTP API. router checks runs' models before they start
 // (the API reads the same provider configuration as the worker).
 func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client, router *llm.Router, opts ...Option) *api.Server {
 	o := collect(opts)
 	useMCPSecretKey(cfg, st)
 	access := NewAccess(cfg, st, o.tokens)
-	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg), MaxConcurrentRuns: access.MaxConcurrentRuns, Namespace: cfg.TemporalNamespace, Log: log, Prices: cfg.LLMPrices}
+	runs := &api.Runs{Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue, Options: RunOptions(cfg), MaxConcurrentRuns: access.MaxConcurrentRuns, MaxQueuedRuns: cfg.MaxQueuedRunsPerTenant, Namespace: cfg.TemporalNamespace, Log: log, Prices: cfg.LLMPrices}
 	runs.Options.SearchAttributes, runs.TenantSearchAttribute, runs.Options.UsageSearchAttributes, runs.ForkSearchAttribute = useSearchAttributes(cfg, log, tc)
 	if router != nil {
 		runs.Models = router

@@ -222,12 +222,11 @@ type StartRequest struct {
 	MultitaskStrategy string `json:"multitask_strategy,omitempty"`
 }
 
-// Started is runs/start's answer.
+// Started is runs/start's answer. Status is "pending", or "queued" with
+// QueuePosition (1: next) when the run waits for admission.
 type Started struct {
-	ID         string `json:"id"`
-	WorkflowID string `json:"workflow_id"`
-	// Status is pending, or queued when the run waits for admission
-	// (QueuePosition is then its place, 1 being next).
+	ID            string `json:"id"`
+	WorkflowID    string `json:"workflow_id"`
 	Status        string `json:"status"`
 	ThreadID      string `json:"thread_id"`
 	QueuePosition int    `json:"queue_position,omitempty"`

@@ -38,6 +38,11 @@ type Config struct {
 	RateLimitRPS               float64
 	RateLimitBurst             int
 	MaxConcurrentRunsPerTenant int
+	// MaxQueuedRunsPerTenant bounds a tenant's admission queue (0: no
+	// bound) and QueueSweepInterval is how often workers dispatch the
+	// queues (docs/queue.md).
+	MaxQueuedRunsPerTenant int
+	QueueSweepInterval     time.Duration
 	// CORSAllowedOrigins are the exact origins (scheme://host[:port]) whose
 	// web pages may call the API; none by default.
 	CORSAllowedOrigins []string
@@ -274,7 +279,9 @@ var vars = []Var{
 		return nil
 	}},
 	{"RATE_LIMIT_BURST", "40", "Requests each API key may send at once above `RATE_LIMIT_RPS` (the size of its token bucket).", intVar(func(c *Config, n int) { c.RateLimitBurst = n })},
-	{"MAX_CONCURRENT_RUNS_PER_TENANT", "50", "Runs a tenant may have in progress at once; starting one more gets 429 `RATE_LIMIT_EXCEEDED` with `Retry-After`. `0`: no limit.", nonNegativeIntVar(func(c *Config, n int) { c.MaxConcurrentRunsPerTenant = n })},
+	{"MAX_CONCURRENT_RUNS_PER_TENANT", "50", "Runs a tenant may have admitted and unfinished at once, across every API replica; a start beyond it waits in the admission queue (status `queued`, docs/queue.md), or gets 429 `RATE_LIMIT_EXCEEDED` with `Retry-After` when it asks `on_limit: \"reject\"`. `0`: no limit.", nonNegativeIntVar(func(c *Config, n int) { c.MaxConcurrentRunsPerTenant = n })},
+	{"MAX_QUEUED_RUNS_PER_TENANT", "1000", "Runs a tenant may have waiting in the admission queue; a start that would queue past it gets 429 `RATE_LIMIT_EXCEEDED` with `Retry-After`. `0`: no bound.", nonNegativeIntVar(func(c *Config, n int) { c.MaxQueuedRunsPerTenant = n })},
+	{"QUEUE_SWEEP_INTERVAL", "30s", "How often workers admit queued runs whose places have freed, a safety net under the admission at every run's end. `0`: no sweep.", durationVar(func(c *Config, d time.Duration) { c.QueueSweepInterval = d })},
 	{"CORS_ALLOWED_ORIGINS", "", "Origins whose web pages may call the API from a browser, comma-separated, exact (`https://app.example.com`, `http://localhost:3000`). Empty: none; browsers' cross-origin calls are refused.", func(c *Config, v string) error {
 		origins := splitList(v)
 		for _, o := range origins {

@@ -700,8 +700,9 @@ func TestIdempotencyLimitsAndBrowserSafety(t *testing.T) {
 		t.Errorf("%d runs after three starts with one key, want 1", list.Total)
 	}
 
-	// The first run is still going: a second one is over the tenant's limit.
-	s, hdr, raw := send("start-2", map[string]any{"hierarchy_id": h.ID, "task": "second"})
+	// The first run is still going: a second one is over the tenant's
+	// limit, refused as it asks (on_limit reject; by default it would queue).
+	s, hdr, raw := send("start-2", map[string]any{"hierarchy_id": h.ID, "task": "second", "on_limit": "reject"})
 	if s != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" || !bytes.Contains(raw, []byte("RATE_LIMIT_EXCEEDED")) {
 		t.Errorf("second concurrent run: %d %s (Retry-After %q), want 429", s, raw, hdr.Get("Retry-After"))
 	}
@@ -718,7 +719,7 @@ func TestIdempotencyLimitsAndBrowserSafety(t *testing.T) {
 		e.mustCall("POST", "/api/executor/v1/runs/get", key, map[string]any{"id": first1.Data.ID}, &v)
 		return models.IsTerminal(v.Status)
 	})
-	if s, _, raw := send("start-2", map[string]any{"hierarchy_id": h.ID, "task": "second"}); s != http.StatusOK {
+	if s, _, raw := send("start-2", map[string]any{"hierarchy_id": h.ID, "task": "second", "on_limit": "reject"}); s != http.StatusOK {
 		t.Errorf("retry of the refused start after the first run ended: %d %s", s, raw)
 	}
 

@@ -162,16 +162,17 @@ func TestFollowUpRuns(t *testing.T) {
 	}
 
 	// A run still going (pending here, with no workflow) cannot be
-	// followed up: 409. It is a thread of its own.
+	// followed up with multitask_strategy reject: 409. It is a thread of
+	// its own. (The default, enqueue, queues behind it: e2e/queue_test.go.)
 	pending := &store.Run{ID: "pending-" + models.NewID(), TenantID: "tenant-a", HierarchyID: h.ID, WorkflowID: "run-none", Task: "t"}
 	if err := e.store.CreateRun(context.Background(), pending); err != nil {
 		t.Fatal(err)
 	}
-	status, raw = e.call("POST", runs+"start", keyA, map[string]any{"hierarchy_id": h.ID, "task": "x", "previous_run_id": pending.ID})
+	status, raw = e.call("POST", runs+"start", keyA, map[string]any{"hierarchy_id": h.ID, "task": "x", "previous_run_id": pending.ID, "multitask_strategy": "reject"})
 	if status != http.StatusConflict || !bytes.Contains(raw, []byte("EXECUTION_IN_PROGRESS")) || !bytes.Contains(raw, []byte("previous_run_id")) {
 		t.Errorf("follow-up of a pending run: %d %s, want 409 EXECUTION_IN_PROGRESS", status, raw)
 	}
-	status, raw = e.call("POST", v1+h.ID+"/execute", keyA, map[string]any{"task": "x", "previous_run_id": pending.ID})
+	status, raw = e.call("POST", v1+h.ID+"/execute", keyA, map[string]any{"task": "x", "previous_run_id": pending.ID, "multitask_strategy": "reject"})
 	if status != http.StatusConflict {
 		t.Errorf("follow-up of a pending run (spec 001): %d %s, want 409", status, raw)
 	}

@@ -139,6 +139,25 @@ func TestRecordReplayHistories(t *testing.T) {
 		e.waitRun(out.ID, time.Minute)
 		e.exportRun(t, out.ID, dir("followup"))
 	})
+	t.Run("queued", func(t *testing.T) {
+		// A follow-up queued behind its thread's run at work (issue 26,
+		// changeAdmissionQueue): lifecycle.queued, the admission check
+		// (its previous run's context read then) and the admit signal.
+		e := newEnv(t, followRules())
+		hid := e.createHierarchy(followHierarchy("queued"))
+		first := e.startRun(hid, "record the first run")
+		var out struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		}
+		e.mustPost("/runs/start", map[string]any{"hierarchy_id": hid, "task": "SECOND TASK: record a queued follow-up", "previous_run_id": first}, &out)
+		if out.Status != models.RunQueued {
+			t.Fatalf("follow-up answered %s, want queued", out.Status)
+		}
+		e.waitRun(first, time.Minute)
+		e.waitRun(out.ID, time.Minute)
+		e.exportRun(t, out.ID, dir("queued"))
+	})
 	t.Run("scheduled", func(t *testing.T) {
 		// A schedule's action (issue 26): the scheduled start, whose
 		// child is the run.

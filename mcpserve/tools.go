@@ -174,6 +174,8 @@ func stepMessage(e models.Event) string {
 		return fmt.Sprintf("budget reached (%s)", str("scope"))
 	case "system.warning":
 		return fmt.Sprintf("%s: warning: %s", who, str("message"))
+	case "lifecycle.queued":
+		return fmt.Sprintf("run queued (%s, position %v)", str("reason"), e.Data["position"])
 	case "lifecycle.paused":
 		return "run paused"
 	case "lifecycle.resumed":

@@ -72,7 +72,7 @@ const (
 )
 
 // RunStatuses lists every run status.
-var RunStatuses = []string{RunPending, RunRunning, RunPaused, RunWaitingApproval, RunCompleted, RunFailed, RunCancelled, RunTimedOut}
+var RunStatuses = []string{RunQueued, RunPending, RunRunning, RunPaused, RunWaitingApproval, RunCompleted, RunFailed, RunCancelled, RunTimedOut}
 
 // IsTerminal reports whether a run in this status will not change again.
 func IsTerminal(status string) bool {
@@ -199,6 +199,10 @@ type RunInput struct {
 	// previous_run_id): the supervisors see its task, final answer and
 	// team results as context. Nil for a run that follows none.
 	Previous *PreviousRun `json:"previous,omitempty"`
+	// Queue is set on a run stored as queued (docs/queue.md): its
+	// workflow announces lifecycle.queued and waits for admission before
+	// it starts (changeAdmissionQueue). Nil: the run was admitted at once.
+	Queue *QueueInfo `json:"queue,omitempty"`
 	// Fork seeds a forked run (runs/fork): it starts from the original
 	// run's state right after the fork point instead of from the
 	// beginning. Nil for any other run, and once the fork has started.

@@ -25,6 +25,9 @@ type runRow struct {
 	ThreadID      string
 	PreviousRunID string
 	ScheduleID    string
+	// QueueSeq is the run's place in its tenant's admission queue (0:
+	// never queued; see AdmitRun).
+	QueueSeq int64
 	// HierarchySnapshot is the hierarchy the run ran (JSON) and
 	// ExecutionConfig its execution_config (JSON); a fork starts from them.
 	HierarchySnapshot  string
@@ -69,6 +72,12 @@ type Run struct {
 	// ScheduleID names the schedule that started the run (schedules/create);
 	// empty for a run started by a client.
 	ScheduleID string `json:"schedule_id,omitempty"`
+	// QueueSeq is the run's place in its tenant's admission queue (0:
+	// never queued); not shown.
+	QueueSeq int64 `json:"-"`
+	// QueuePosition is, on a run AdmitRun has just queued, its place in
+	// its tenant's queue (1: next); 0 otherwise (not stored).
+	QueuePosition int `json:"queue_position,omitempty"`
 	// ForkedFrom names the run (by public id, of the same tenant) and the
 	// event this run was forked from (runs/fork); nil for a run that is no
 	// fork.
@@ -120,28 +129,40 @@ func (s *Store) CreateRun(ctx context.Context, r *Run) error {
 	}
 	taken := ""
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		taken = "id"
-		if err := tx.Create(&row).Error; err != nil {
+		return insertRun(tx, &row, r, &taken)
+	})
+	return takenError(err, taken, r)
+}
+
+// insertRun inserts a new run's row and claims its message ids in tx;
+// taken names what was being claimed when an insert fails.
+func insertRun(tx *gorm.DB, row *runRow, r *Run, taken *string) error {
+	*taken = "id"
+	if err := tx.Create(row).Error; err != nil {
+		return err
+	}
+	if r.AnswerMessageID != "" {
+		*taken = "message_id"
+		if err := tx.Create(&messageRow{TenantID: r.TenantID, ID: r.AnswerMessageID, RunID: r.ID, AgentID: "", AgentType: reservedAgentType,
+			Path: "[]", CreatedAt: row.CreatedAt, UpdatedAt: row.CreatedAt}).Error; err != nil {
 			return err
 		}
-		if r.AnswerMessageID != "" {
-			taken = "message_id"
-			if err := tx.Create(&messageRow{TenantID: r.TenantID, ID: r.AnswerMessageID, RunID: r.ID, AgentID: "", AgentType: reservedAgentType,
-				Path: "[]", CreatedAt: row.CreatedAt, UpdatedAt: row.CreatedAt}).Error; err != nil {
-				return err
-			}
+	}
+	if r.UserMessageID != "" {
+		*taken = "user_message_id"
+		path, _ := json.Marshal([]string{models.AgentTypeUser})
+		if err := tx.Create(&messageRow{TenantID: r.TenantID, ID: r.UserMessageID, RunID: r.ID, AgentID: models.AgentTypeUser,
+			AgentType: models.AgentTypeUser, AgentName: models.AgentTypeUser, Path: string(path), Content: withoutNUL(r.Task),
+			CreatedAt: row.CreatedAt, UpdatedAt: row.CreatedAt}).Error; err != nil {
+			return err
 		}
-		if r.UserMessageID != "" {
-			taken = "user_message_id"
-			path, _ := json.Marshal([]string{models.AgentTypeUser})
-			if err := tx.Create(&messageRow{TenantID: r.TenantID, ID: r.UserMessageID, RunID: r.ID, AgentID: models.AgentTypeUser,
-				AgentType: models.AgentTypeUser, AgentName: models.AgentTypeUser, Path: string(path), Content: withoutNUL(r.Task),
-				CreatedAt: row.CreatedAt, UpdatedAt: row.CreatedAt}).Error; err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	}
+	return nil
+}
+
+// takenError turns a duplicate key met claiming taken (see insertRun)
+// into the AlreadyExists error CreateRun documents.
+func takenError(err error, taken string, r *Run) error {
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
 		// A caller-set id (spec 003) that is taken: the message says no
 		// more than that. Run and message ids are the tenant's own.
@@ -196,7 +217,7 @@ func newPendingRunRow(r *Run) (runRow, error) {
 // left behind.
 func (s *Store) DeleteRun(ctx context.Context, id string) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Where("id = ? AND status = ?", id, models.RunPending).Delete(&runRow{})
+		res := tx.Where("id = ? AND status IN ?", id, []string{models.RunPending, models.RunQueued}).Delete(&runRow{})
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error
 		}
@@ -373,7 +394,7 @@ func (s *Store) UpdateRunStatus(ctx context.Context, u models.RunStatusUpdate) (
 func (row runRow) toRun() (*Run, error) {
 	r := &Run{
 		ID: row.ID, PublicID: row.PublicID, TenantID: row.TenantID, HierarchyID: row.HierarchyID, HierarchyName: row.HierarchyName, TotalTeams: row.TotalTeams, WorkflowID: row.WorkflowID,
-		Task: row.Task, ThreadID: row.ThreadID, PreviousRunID: row.PreviousRunID, ScheduleID: row.ScheduleID, Status: row.Status, FinalAnswer: row.FinalAnswer, Error: row.Error,
+		Task: row.Task, ThreadID: row.ThreadID, PreviousRunID: row.PreviousRunID, ScheduleID: row.ScheduleID, QueueSeq: row.QueueSeq, Status: row.Status, FinalAnswer: row.FinalAnswer, Error: row.Error,
 		CreatedAt: row.CreatedAt.UTC(), StartedAt: utcPtr(row.StartedAt), CompletedAt: utcPtr(row.CompletedAt), UpdatedAt: row.UpdatedAt.UTC(),
 	}
 	if r.PublicID == "" {

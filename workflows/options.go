@@ -183,6 +183,10 @@ const (
 	// announced by an llm.retry before its text, a replaced attempt's late
 	// batches are dropped, and a kept answer's usage is reported once.
 	changeAttemptOrder = "attempt-order"
+	// changeAdmissionQueue: a run started queued (RunInput.Queue)
+	// announces lifecycle.queued and waits, idle, for admission (the admit
+	// signal, or its poll of the store) before it starts (admission.go).
+	changeAdmissionQueue = "admission-queue"
 	// changeMCPApprovals: a call of an MCP tool that the LLM call's
 	// listing gated (RespondResult.MCPGates: the server's approval policy
 	// met by the tool's annotations, or an "mcp:" key of the agent's

@@ -74,6 +74,10 @@ type runWorkflow struct {
 	// attemptOrder keeps an LLM call's attempts apart in the log
 	// (changeAttemptOrder).
 	attemptOrder bool
+	// admissionQueue lets a run started queued wait for admission
+	// (changeAdmissionQueue); queued is set while it waits.
+	admissionQueue bool
+	queued         bool
 }
 
 // RunWorkflow runs a hierarchy on a task: the global supervisor picks a
@@ -112,6 +116,11 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	w.idleFlush = workflow.GetVersion(ctx, changeIdleFlush, workflow.DefaultVersion, 1) == 1
 	w.standIn = workflow.GetVersion(ctx, changeSupervisorStandIn, workflow.DefaultVersion, 1) == 1
 	w.attemptOrder = workflow.GetVersion(ctx, changeAttemptOrder, workflow.DefaultVersion, 1) == 1
+	if in.Queue != nil {
+		// Asked only of queued runs, so histories of runs admitted at
+		// once are unchanged.
+		w.admissionQueue = workflow.GetVersion(ctx, changeAdmissionQueue, workflow.DefaultVersion, 1) == 1
+	}
 	if w.gate != nil && w.state.Status == models.RunPaused {
 		w.gate.paused = true // paused across continue-as-new
 	}
@@ -205,7 +214,7 @@ func (w *runWorkflow) persistLoop(ctx workflow.Context) {
 // it, rather than when persistBatch events have gathered: a run may wait
 // for hours, and runs/events must not lag the stream for as long.
 func (w *runWorkflow) idle() bool {
-	return w.idleFlush && (w.gate.held() || w.approvals.waiting())
+	return w.idleFlush && (w.queued || w.gate.held() || w.approvals.waiting())
 }
 
 // persistAll waits until every event appended so far is stored.
@@ -281,6 +290,11 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 	if w.in.Fork != nil {
 		// A fork starts where its original was (fork.go).
 		if err := w.startFork(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if w.admissionQueue && (s.Status == models.RunPending || s.Status == models.RunQueued) {
+		if err := w.waitAdmission(ctx); err != nil {
 			return nil, err
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
 	temporallog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -152,6 +153,11 @@ func newEnv(t *testing.T, f *fakeActivities) *testsuite.TestWorkflowEnvironment 
 	suite.SetLogger(temporallog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := suite.NewTestWorkflowEnvironment()
 	worker.Register(env, &activities.Activities{})
+	// Registered by the worker from the API's Runs (app.NewWorker); a
+	// queued run's test mocks it by name.
+	env.RegisterActivityWithOptions(func(context.Context, models.AdmissionInput) (models.AdmissionResult, error) {
+		return models.AdmissionResult{Admitted: true}, nil
+	}, activity.RegisterOptions{Name: models.ActivityCheckAdmission})
 	env.OnActivity(a.Decide, mock.Anything, mock.Anything).Return(f.decide)
 	env.OnActivity(a.Respond, mock.Anything, mock.Anything).Return(f.doRespond)
 	env.OnActivity(a.SetRunStatus, mock.Anything, mock.Anything).Return(f.setStatus)

@@ -242,6 +242,9 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, r role) err
 		// Finished runs past their retention period are deleted
 		// (RUN_RETENTION); off by default.
 		go app.SweepRetention(ctx, cfg, log, st, tc)
+		// Queued runs are admitted at every run's end; this sweep is the
+		// safety net (docs/queue.md).
+		go app.SweepQueue(ctx, cfg, log, st, tc)
 	}
 	if r.api {
 		tokens, err := app.NewTokenVerifier(ctx, cfg)

@@ -17,7 +17,7 @@ import { Steering } from './steer.js';
 // Every event type the stream carries (docs/events.md, Event stream). EventSource
 // delivers named events only to listeners of that name.
 export const EVENT_TYPES = [
-  'lifecycle.started', 'lifecycle.completed', 'lifecycle.failed', 'lifecycle.cancelled', 'lifecycle.paused', 'lifecycle.resumed',
+  'lifecycle.queued', 'lifecycle.started', 'lifecycle.completed', 'lifecycle.failed', 'lifecycle.cancelled', 'lifecycle.paused', 'lifecycle.resumed',
   'system.topology', 'system.warning', 'system.budget', 'system.error', 'system.supervisor_reassigned',
   'dispatch.team', 'dispatch.worker', 'dispatch.team_cancelled', 'dispatch.redirect',
   'llm.stream', 'llm.reasoning', 'llm.tool_call', 'llm.tool_result', 'llm.retry', 'llm.usage', 'llm.fallback', 'llm.artifact',
@@ -495,6 +495,7 @@ const HANDLERS = {
     a.body.append(h('div', { class: 'retry-mark fallback' }, '⇢ supervisor reassigned ' + d.from_model + ' → ' + d.to_model + ' (stand-in: ' + d.stand_in_agent_id + ')'));
     this.note(src, d.message, 'warning');
   },
+  'lifecycle.queued'() { this.setStatus('queued'); },
   'lifecycle.paused'() { this.setStatus('paused'); },
   'lifecycle.resumed'(ev, d) { this.setStatus(d.status || 'running'); },
   'lifecycle.completed'(ev, d) {

@@ -4,7 +4,7 @@
 import { call } from './api.js';
 import { h, append, clear, fmtCost, fmtTime, fmtDuration } from './dom.js';
 
-export const STATUSES = ['pending', 'running', 'paused', 'waiting_approval', 'completed', 'failed', 'cancelled', 'timed_out'];
+export const STATUSES = ['queued', 'pending', 'running', 'paused', 'waiting_approval', 'completed', 'failed', 'cancelled', 'timed_out'];
 const REFRESH_MS = 5000;
 
 export async function runsPage(main) {
