@@ -60,6 +60,7 @@ func Register(r gin.IRoutes) {
 	r.GET("/mcp-servers", servePage)
 	r.GET("/schedules", servePage)
 	r.GET("/webhooks", servePage)
+	r.GET("/memory", servePage)
 	r.GET(AssetPrefix+"/*asset", func(c *gin.Context) {
 		if strings.HasSuffix(c.Param("asset"), "/") {
 			// No directory listings.
