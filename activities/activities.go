@@ -16,6 +16,7 @@ import (
 	"github.com/op-stack/executor/a2aremote"
 	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/mcp"
+	"github.com/op-stack/executor/memory"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/notify"
 	"github.com/op-stack/executor/store"
@@ -74,6 +75,9 @@ type Activities struct {
 	// Prices turns a call's usage into its cost (LLM_PRICES_FILE over the
 	// built-in list prices); nil uses pricing.Defaults.
 	Prices pricing.Table
+	// Memory runs the memory tools (memory_search, memory_save) within
+	// the run's declared namespaces; nil answers them with an error.
+	Memory *memory.Service
 }
 
 // cost is what a call of model with usage u cost; ok is false when the
