@@ -459,3 +459,31 @@ func (s *Store) DeleteExpiredMemory(ctx context.Context, now time.Time, limit in
 	res := s.db.WithContext(ctx).Where("id IN ?", ids).Delete(&memoryItemRow{})
 	return res.RowsAffected, res.Error
 }
+
+// PutMemoryBatch inserts new items (none may exist yet at its namespace
+// and key) in batches of 1,000 rows, and bumps each namespace's version
+// once: for seeding large namespaces (benchmarks, tests), where PutMemory's
+// transaction per item is too slow.
+func (s *Store) PutMemoryBatch(ctx context.Context, items []MemoryItem) error {
+	now := dbTime(time.Now())
+	rows := make([]memoryItemRow, len(items))
+	spaces := map[[2]string]bool{}
+	for i, it := range items {
+		tenant := tenantOr(it.TenantID)
+		ns := memoryNamespace(it.Namespace)
+		spaces[[2]string{tenant, ns}] = true
+		rows[i] = memoryItemRow{TenantID: tenant, Namespace: ns, ItemKey: it.Key, Value: string(it.Value), SearchText: it.SearchText,
+			Embedding: EncodeVector(it.Embedding), EmbeddingModel: it.EmbeddingModel, RunID: it.RunID, CreatedAt: now, UpdatedAt: now, ExpiresAt: dbTimePtr(it.ExpiresAt)}
+	}
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.CreateInBatches(rows, 1000).Error; err != nil {
+			return err
+		}
+		for k := range spaces {
+			if err := bumpMemoryNamespace(tx, k[0], k[1], now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
