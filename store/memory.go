@@ -487,3 +487,13 @@ func (s *Store) PutMemoryBatch(ctx context.Context, items []MemoryItem) error {
 		return nil
 	})
 }
+
+// AnalyzeMemory refreshes PostgreSQL's statistics of memory_item and
+// merges its GIN index's pending entries (VACUUM ANALYZE), as autovacuum
+// would some time after a large import or seeding; SQLite: ANALYZE.
+func (s *Store) AnalyzeMemory(ctx context.Context) error {
+	if s.dialect == DialectPostgres {
+		return s.db.WithContext(ctx).Exec("VACUUM ANALYZE memory_item").Error
+	}
+	return s.db.WithContext(ctx).Exec("ANALYZE memory_item").Error
+}

@@ -58,6 +58,8 @@ CREATE INDEX idx_memory_item_tsv ON memory_item USING GIN (search_tsv);
 -- sqlite: --statement-end
 CREATE UNIQUE INDEX idx_memory_item_key ON memory_item (tenant_id, namespace, item_key);
 CREATE INDEX idx_memory_item_expires ON memory_item (expires_at);
+-- A search without query text lists the newest items.
+CREATE INDEX idx_memory_item_recent ON memory_item (tenant_id, updated_at);
 CREATE INDEX idx_memory_item_run ON memory_item (run_id);
 -- The version of each namespace's items, bumped by every write: a process
 -- keeps a namespace's vectors in memory and reloads them only when the
