@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/llm/llmfake"
 	"github.com/op-stack/executor/models"
@@ -150,4 +152,59 @@ func searcherOutput(t *testing.T, e *testEnv, id string) string {
 	}
 	t.Fatalf("run %s has no message of the searcher: %+v", id, msgs)
 	return ""
+}
+
+// TestConsoleMemory drives the console's memory page in headless
+// Chromium: it lists the tenant's namespaces and items, saves an edited
+// value (memory/put), deletes an item (memory/delete) and adds one from
+// its form; the API reads back each change. No script fails.
+func TestConsoleMemory(t *testing.T) {
+	e := newEnv(t, accessRules())
+	e.mustPost("/memory/put", map[string]any{"namespace": []string{"users", "u-1"}, "key": "drink", "value": map[string]any{"fact": "tea"}}, nil)
+	e.mustPost("/memory/put", map[string]any{"namespace": []string{"users", "u-2"}, "key": "pet", "value": map[string]any{"fact": "a cat"}}, nil)
+
+	b := newBrowser(t)
+	b.do("open the memory page", chromedp.Navigate(e.rootURL()+"/memory"))
+	b.waitJS("the memory page", `document.body.dataset.ready === 'true'`, 30*time.Second)
+	spaces := eval[[]string](b, `[...document.querySelectorAll('#memory-namespaces a[data-namespace]')].map((a) => a.dataset.namespace)`)
+	if strings.Join(spaces, ",") != "users/u-1,users/u-2" || !eval[bool](b, `!!document.querySelector('#nav-memory.current')`) {
+		t.Errorf("namespaces shown = %v", spaces)
+	}
+	b.waitJS("both items", `document.querySelectorAll('#memory-results tr[data-key]').length === 2`, 30*time.Second)
+
+	// Edit u-1's value and save it.
+	eval[bool](b, `(() => { const r = document.querySelector('#memory-results tr[data-key="drink"]');
+	  r.querySelector('textarea').value = '{"fact": "green tea"}'; r.querySelector('button.memory-save').click(); return true; })()`)
+	waitFor(t, 30*time.Second, "the edited value", func() bool {
+		var it struct {
+			Value map[string]string `json:"value"`
+		}
+		e.mustPost("/memory/get", map[string]any{"namespace": []string{"users", "u-1"}, "key": "drink"}, &it)
+		return it.Value["fact"] == "green tea"
+	})
+
+	// Delete u-2's item (the confirmation answered yes).
+	eval[bool](b, `(() => { window.confirm = () => true;
+	  document.querySelector('#memory-results tr[data-key="pet"] button.memory-delete').click(); return true; })()`)
+	waitFor(t, 30*time.Second, "the deleted item gone", func() bool {
+		status, _ := e.post("/memory/get", map[string]any{"namespace": []string{"users", "u-2"}, "key": "pet"})
+		return status == http.StatusNotFound
+	})
+
+	// Add an item from the form.
+	eval[bool](b, `(() => { document.getElementById('memory-new-namespace').value = 'teams/research';
+	  document.getElementById('memory-new-key').value = 'sun'; document.getElementById('memory-new-value').value = '{"fact": "a star"}';
+	  document.getElementById('memory-add-button').click(); return true; })()`)
+	b.waitJS("the new item listed", `!!document.querySelector('#memory-results tr[data-key="sun"]')`, 30*time.Second)
+	var it struct {
+		Value map[string]string `json:"value"`
+	}
+	e.mustPost("/memory/get", map[string]any{"namespace": []string{"teams", "research"}, "key": "sun"}, &it)
+	if it.Value["fact"] != "a star" {
+		t.Errorf("added item = %+v", it)
+	}
+	b.screenshot("console-memory")
+	if errs := b.pageErrors(); len(errs) > 0 {
+		t.Errorf("page errors: %v", errs)
+	}
 }
