@@ -47,6 +47,10 @@ func (s *Service) Export(ctx context.Context, tenant string, prefix []string, w 
 	}
 }
 
+// analyzeAfterImport is the size of an import after which the table's
+// statistics are refreshed at once rather than by autovacuum.
+const analyzeAfterImport = 10_000
+
 // MaxImportLines bounds one import.
 const MaxImportLines = 100_000
 
@@ -91,6 +95,11 @@ func (s *Service) Import(ctx context.Context, tenant string, r io.Reader) (impor
 	}
 	if err := sc.Err(); err != nil {
 		return imported, skipped, models.FieldError(fmt.Sprintf("line %d", line+1), "cannot be read: %v", err)
+	}
+	if imported >= analyzeAfterImport {
+		// Fresh statistics keep full-text search on its index (see
+		// docs/memory.md#performance); a failure only delays them.
+		_ = s.Store.AnalyzeMemory(ctx)
 	}
 	return imported, skipped, nil
 }
