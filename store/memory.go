@@ -318,6 +318,12 @@ func searchTerms(query string) []string {
 	return out
 }
 
+// memoryColumns are the columns searches and listings read: all but the
+// embedding (which only semantic search's cache reads) and PostgreSQL's
+// tsvector.
+const memoryColumns = "memory_item.id, memory_item.tenant_id, memory_item.namespace, memory_item.item_key, memory_item.value, memory_item.search_text, " +
+	"memory_item.embedding_model, memory_item.run_id, memory_item.created_at, memory_item.updated_at, memory_item.expires_at"
+
 // SearchMemoryText finds tenant's live items under prefix whose search text
 // matches any word of query (PostgreSQL: tsvector, english configuration,
 // ranked by ts_rank_cd; SQLite: FTS5, porter stemmer, ranked by bm25),
@@ -338,10 +344,10 @@ func (s *Store) SearchMemoryText(ctx context.Context, tenant string, prefix []st
 	var err error
 	switch {
 	case len(terms) == 0:
-		err = base().Select("memory_item.*, 0 AS rank").Order("memory_item.updated_at DESC, memory_item.id DESC").Limit(limit).Offset(offset).Scan(&rows).Error
+		err = base().Select(memoryColumns + ", 0 AS rank").Order("memory_item.updated_at DESC, memory_item.id DESC").Limit(limit).Offset(offset).Scan(&rows).Error
 	case s.dialect == DialectPostgres:
 		tsq := strings.Join(terms, " | ")
-		err = base().Select("memory_item.*, ts_rank_cd(memory_item.search_tsv, to_tsquery('english', ?)) AS rank", tsq).
+		err = base().Select(memoryColumns+", ts_rank_cd(memory_item.search_tsv, to_tsquery('english', ?)) AS rank", tsq).
 			Where("memory_item.search_tsv @@ to_tsquery('english', ?)", tsq).
 			Order("rank DESC, memory_item.updated_at DESC").Limit(limit).Offset(offset).Scan(&rows).Error
 	default:
@@ -351,7 +357,7 @@ func (s *Store) SearchMemoryText(ctx context.Context, tenant string, prefix []st
 		}
 		// bm25 is lower for better matches; its negation ranks like
 		// PostgreSQL's.
-		err = base().Select("memory_item.*, -bm25(memory_item_fts) AS rank").
+		err = base().Select(memoryColumns+", -bm25(memory_item_fts) AS rank").
 			Joins("JOIN memory_item_fts ON memory_item_fts.rowid = memory_item.id").
 			Where("memory_item_fts MATCH ?", strings.Join(quoted, " OR ")).
 			Order("rank DESC, memory_item.updated_at DESC").Limit(limit).Offset(offset).Scan(&rows).Error
@@ -416,13 +422,14 @@ func (s *Store) MemoryVectors(ctx context.Context, tenant, storedNamespace, mode
 	return out, rows.Err()
 }
 
-// MemoryItemsByID returns tenant's live items among ids, in no order.
+// MemoryItemsByID returns tenant's live items among ids, in no order,
+// without their embeddings.
 func (s *Store) MemoryItemsByID(ctx context.Context, tenant string, ids []int64) ([]MemoryItem, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	var rows []memoryItemRow
-	q := s.db.WithContext(ctx).Where("tenant_id = ? AND id IN ?", tenantOr(tenant), ids)
+	q := s.db.WithContext(ctx).Select(memoryColumns).Where("tenant_id = ? AND id IN ?", tenantOr(tenant), ids)
 	if err := live(q, dbTime(time.Now())).Find(&rows).Error; err != nil {
 		return nil, err
 	}
@@ -434,10 +441,11 @@ func (s *Store) MemoryItemsByID(ctx context.Context, tenant string, ids []int64)
 }
 
 // ListMemory returns tenant's live items under prefix with an id above
-// after, in id order, at most limit: the pages of an export.
+// after, in id order, at most limit, without their embeddings: the pages
+// of an export.
 func (s *Store) ListMemory(ctx context.Context, tenant string, prefix []string, after int64, limit int) ([]MemoryItem, error) {
 	var rows []memoryItemRow
-	q := s.db.WithContext(ctx).Where("tenant_id = ? AND id > ?", tenantOr(tenant), after)
+	q := s.db.WithContext(ctx).Select(memoryColumns).Where("tenant_id = ? AND id > ?", tenantOr(tenant), after)
 	if err := live(underPrefix(q, "namespace", prefix), dbTime(time.Now())).Order("id").Limit(limit).Find(&rows).Error; err != nil {
 		return nil, err
 	}
