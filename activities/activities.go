@@ -16,6 +16,7 @@ import (
 	"github.com/op-stack/executor/a2aremote"
 	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/mcp"
+	"github.com/op-stack/executor/memory"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/notify"
 	"github.com/op-stack/executor/store"
@@ -78,6 +79,9 @@ type Activities struct {
 	// writes: it admits the run's tenant's queued runs that now fit
 	// (api.Runs.RunEnded, docs/queue.md); nil admits none.
 	RunEnded func(ctx context.Context, runID string)
+	// Memory runs the memory tools (memory_search, memory_save) within
+	// the run's declared namespaces; nil answers them with an error.
+	Memory *memory.Service
 }
 
 // cost is what a call of model with usage u cost; ok is false when the

@@ -53,6 +53,10 @@ func decisionMessages(in models.DecideInput, limit int) []llm.Message {
 	if len(in.Running) > 0 {
 		fmt.Fprintf(&b, "\nAt work now (their outputs come later): %s. Finishing now means waiting for them and deciding again.\n", strings.Join(in.Running, ", "))
 	}
+	if in.Source.AgentType == models.AgentTypeGlobalSupervisor && in.RunOptions.Memory != nil && in.RunOptions.Memory.Preloaded != "" {
+		// Preloaded at the run's start (the hierarchy's memory.preload).
+		fmt.Fprintf(&b, "\nFrom long-term memory (saved by earlier runs):\n%s", templating.Truncate(in.RunOptions.Memory.Preloaded, limit))
+	}
 	writeContext(&b, in.Context, limit)
 	writeGuidance(&b, in.Guidance)
 	// The machine-readable state: real models read it as part of the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/op-stack/executor/llm"
 	"github.com/op-stack/executor/mcp"
+	"github.com/op-stack/executor/memory"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/store"
 	"github.com/op-stack/executor/telemetry"
@@ -94,6 +95,11 @@ func (a *Activities) runTool(ctx context.Context, pub *publisher, in models.Tool
 		res, err = a.MCP.Call(callCtx, tenantOf(in.RunOptions.Tenant), in.MCPTools, in.Call.Name, json.RawMessage(in.Call.Arguments),
 			mcp.CallApproval{Keys: in.MCPApprovalTools, Approved: in.MCPApproved})
 		content, files = res.Content, res.Files
+	} else if memory.IsTool(in.Call.Name) && a.Memory != nil {
+		// The run's tenant and declared namespaces bound the call, which
+		// the registry's tools cannot know (docs/memory.md).
+		content, err = a.Memory.RunTool(callCtx, memory.ToolCall{Tenant: tenantOf(in.RunOptions.Tenant), RunKey: in.RunID,
+			Scope: in.RunOptions.Memory, Name: in.Call.Name, Arguments: in.Call.Arguments})
 	} else {
 		switch runner := a.Tools.(type) {
 		case nil:

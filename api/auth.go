@@ -78,6 +78,7 @@ func routeRules() map[string]rule {
 	rr, rw := rule{scope: auth.ScopeRunsRead}, rule{scope: auth.ScopeRunsWrite}
 	stream := rule{scope: auth.ScopeRunsRead, streamToken: true}
 	admin := rule{scope: auth.ScopeAdmin}
+	mr, mw := rule{scope: auth.ScopeMemoryRead}, rule{scope: auth.ScopeMemoryWrite}
 	public := rule{public: true}
 	e := ExecutorPrefix
 	return map[string]rule{
@@ -96,6 +97,7 @@ func routeRules() map[string]rule {
 		"GET /schedules":                         public,
 		"GET /webhooks":                          public,
 		"GET /compare":                           public,
+		"GET /memory":                            public,
 		"GET " + console.AssetPrefix + "/*asset": public,
 
 		"POST " + e + "/hierarchies/create": hw,
@@ -166,6 +168,17 @@ func routeRules() map[string]rule {
 		"POST " + e + "/webhooks/delete":     rw,
 		"POST " + e + "/webhooks/deliveries": rr,
 		"POST " + e + "/webhooks/redeliver":  rw,
+
+		// Long-term memory (docs/memory.md): its own scopes, since what
+		// agents remember of a tenant's users is neither runs nor
+		// hierarchies. An export reads everything; an import writes.
+		"POST " + e + "/memory/put":             mw,
+		"POST " + e + "/memory/get":             mr,
+		"POST " + e + "/memory/search":          mr,
+		"POST " + e + "/memory/list-namespaces": mr,
+		"POST " + e + "/memory/delete":          mw,
+		"POST " + e + "/memory/export":          mr,
+		"POST " + e + "/memory/import":          mw,
 
 		// The MCP server: listing its tools (the hierarchies) needs
 		// hierarchies:read; a tool call, which starts a run, also needs

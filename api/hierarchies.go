@@ -122,6 +122,9 @@ type hierarchyInput struct {
 	GlobalConfig     *globalConfigInput  `json:"global_config"`
 	// Budget is the default execution_config.budget of the hierarchy's runs.
 	Budget *models.Budget `json:"budget"`
+	// Memory declares the namespaces of its agents' memory tools
+	// (docs/memory.md).
+	Memory *models.MemoryConfig `json:"memory"`
 }
 
 type idInput struct {
@@ -220,6 +223,7 @@ func (in *hierarchyInput) toModel() (*models.Hierarchy, error) {
 		MaxParallelTeams:     in.MaxParallelTeams,
 		MaxExecutionTime:     in.MaxExecutionTime,
 		Budget:               in.Budget,
+		Memory:               in.Memory,
 	}
 	if g := in.GlobalConfig; g != nil && g.MaxExecutionTime != nil {
 		h.MaxExecutionTime = *g.MaxExecutionTime

@@ -32,6 +32,11 @@ func (s *Server) requireJSON() gin.HandlerFunc {
 			c.Next()
 			return
 		}
+		// memory/import reads JSON lines (docs/memory.md).
+		if c.FullPath() == ExecutorPrefix+"/memory/import" && isJSONLines(c.GetHeader("Content-Type")) {
+			c.Next()
+			return
+		}
 		if err := checkJSONMediaType(c.GetHeader("Content-Type")); err != nil {
 			s.writeError(c, err)
 			return
@@ -66,4 +71,10 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// isJSONLines accepts the media types of JSON lines.
+func isJSONLines(contentType string) bool {
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mediaType == "application/x-ndjson" || mediaType == "application/jsonl" || mediaType == "application/x-jsonlines")
 }

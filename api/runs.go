@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/op-stack/executor/llm"
+	"github.com/op-stack/executor/memory"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/pricing"
 	"github.com/op-stack/executor/store"
@@ -47,6 +48,9 @@ type startInput struct {
 	// MultitaskStrategy is what a follow-up does when its thread has an
 	// unfinished run: reject, enqueue (the default), interrupt, rollback.
 	MultitaskStrategy *string `json:"multitask_strategy"`
+	// Metadata fills the {variables} of the hierarchy's memory namespaces
+	// (docs/memory.md), e.g. {"user_id": "u-42"}.
+	Metadata map[string]string `json:"metadata"`
 }
 
 // queueOptions reads on_limit and multitask_strategy into opts; a
@@ -68,6 +72,26 @@ func queueOptions(opts *StartOptions, onLimit, strategy *string, followUp bool) 
 			return models.FieldError("multitask_strategy", "applies to a follow-up run only: give previous_run_id")
 		}
 		opts.Strategy = *strategy
+	}
+	return nil
+}
+
+// metadataKey is what a metadata key may look like (a {variable} name).
+var metadataKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+// checkMetadata checks a start's metadata: at most 20 keys named like
+// variables, values of at most 256 characters.
+func checkMetadata(md map[string]string) error {
+	if len(md) > 20 {
+		return models.FieldError("metadata", "must have at most 20 keys, got %d", len(md))
+	}
+	for k, v := range md {
+		if !metadataKey.MatchString(k) {
+			return models.FieldError("metadata", "key %q must be letters, digits and '_', not starting with a digit", k)
+		}
+		if len(v) > 256 {
+			return models.FieldError("metadata."+k, "must be at most 256 characters")
+		}
 	}
 	return nil
 }
@@ -192,6 +216,10 @@ func (s *Server) startRun(c *gin.Context) {
 	if err == nil && in.Webhook != nil {
 		opts.Webhook, opts.WebhookSecret, err = checkRunWebhook(*in.Webhook)
 	}
+	if err == nil {
+		err = checkMetadata(in.Metadata)
+		opts.Metadata = in.Metadata
+	}
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -283,6 +311,9 @@ type Runs struct {
 	// Log logs what Delete could not delete in Temporal (nil: slog's
 	// default logger).
 	Log *slog.Logger
+	// Memory preloads memories into a run's start when its hierarchy
+	// asks (memory.preload); nil preloads nothing.
+	Memory *memory.Service
 }
 
 // ModelChecker resolves an agent's model as the worker will
@@ -324,6 +355,9 @@ type StartOptions struct {
 	// OnLimit is runs/start's on_limit ("": queue) and Strategy a
 	// follow-up's multitask_strategy ("": enqueue).
 	OnLimit, Strategy string
+	// Metadata fills the hierarchy's memory namespaces' variables
+	// (checked by the caller).
+	Metadata map[string]string
 }
 
 // Start checks the agents' providers, stores a pending run and starts its
@@ -407,6 +441,10 @@ func (r *Runs) prepare(ctx context.Context, h *models.Hierarchy, task string, op
 		// Claimed with the run, atomically (spec 003: the message's key).
 		AnswerMessageID: opts.MessageID, UserMessageID: opts.UserMessageID,
 	}
+	mem, err := r.runMemory(ctx, h, tenant, task, opts.Metadata)
+	if err != nil {
+		return nil, err
+	}
 	var previous *models.PreviousRun
 	if p := opts.Previous; p != nil {
 		run.ThreadID, run.PreviousRunID = firstNonEmpty(p.ThreadID, p.PublicID), p.PublicID
@@ -483,6 +521,7 @@ func (r *Runs) prepare(ctx context.Context, h *models.Hierarchy, task string, op
 		input:    models.RunInput{RunID: id, Task: task, Hierarchy: *h, Options: r.runOptions(tenant, opts, firstNonEmpty(run.ThreadID, run.PublicID)), AnswerMessageID: opts.MessageID, OfflineAgents: offline, Previous: previous, Queue: queue},
 		admitted: admission.Admitted, ahead: admission.Ahead,
 	}
+	p.input.Options.Memory = mem
 	if run.PreviousRunID != "" {
 		p.details += fmt.Sprintf("\n\nFollows up run %s (thread %s).", run.PreviousRunID, run.ThreadID)
 	}
@@ -1013,4 +1052,28 @@ func contains(list []string, s string) bool {
 // (models.CheckBudget).
 func checkBudget(b *models.Budget, h *models.Hierarchy) error {
 	return models.CheckBudget(b, "execution_config.budget", h)
+}
+
+// runMemory resolves the hierarchy's memory namespaces for a run from its
+// metadata (a missing variable is INVALID_PARAMETERS) and, when the
+// hierarchy asks, preloads the best memories for the task. A preload that
+// fails (the embedding model down) is logged and skipped: the run starts
+// without it rather than not at all.
+func (r *Runs) runMemory(ctx context.Context, h *models.Hierarchy, tenant, task string, metadata map[string]string) (*models.RunMemory, error) {
+	vars := map[string]string{}
+	for k, v := range metadata {
+		vars[k] = v
+	}
+	vars["hierarchy_id"], vars["tenant_id"] = h.ID, tenant
+	mem, err := h.ResolveMemory(vars)
+	if err != nil || mem == nil || h.Memory.Preload <= 0 || r.Memory == nil {
+		return mem, err
+	}
+	text, err := r.Memory.Preload(ctx, tenant, mem, task, h.Memory.Preload)
+	if err != nil {
+		r.logger().Warn("memory preload skipped", "hierarchy_id", h.ID, "error", err)
+		return mem, nil
+	}
+	mem.Preloaded = text
+	return mem, nil
 }

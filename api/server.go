@@ -15,6 +15,7 @@ import (
 	"github.com/op-stack/executor/a2aserve"
 	"github.com/op-stack/executor/console"
 	"github.com/op-stack/executor/mcpserve"
+	"github.com/op-stack/executor/memory"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/notify"
 	"github.com/op-stack/executor/store"
@@ -73,6 +74,9 @@ type Options struct {
 	// Access is access control: who may call which route, and the
 	// limits. The zero value serves everyone as auth.Anonymous.
 	Access Access
+	// Memory is the tenants' long-term memory (memory/ routes,
+	// docs/memory.md); nil answers those routes 503.
+	Memory *memory.Service
 }
 
 // Server serves the HTTP API.
@@ -96,6 +100,8 @@ type Server struct {
 	rules            map[string]rule
 	// mcp is the MCP server (mountMCP).
 	mcp *mcpserve.Handler
+	// memory serves the memory/ routes (nil: 503).
+	memory *memory.Service
 	// a2a serves the hierarchies' A2A agents through the API itself.
 	a2a *a2aserve.Server
 }
@@ -117,6 +123,7 @@ func NewServer(opts Options) *Server {
 		mcpProbe:         opts.MCPProbe,
 		mcpProbeTimeout:  opts.MCPProbeTimeout,
 		webhooks:         opts.Webhooks,
+		memory:           opts.Memory,
 		metrics:          opts.Metrics,
 		access:           opts.Access,
 		rules:            routeRules(),
@@ -247,6 +254,15 @@ func NewServer(opts Options) *Server {
 	wh.POST("/delete", s.deleteWebhook)
 	wh.POST("/deliveries", s.listWebhookDeliveries)
 	wh.POST("/redeliver", s.redeliverWebhook)
+
+	mem := v1.Group("/memory", s.requireMemory)
+	mem.POST("/put", s.putMemory)
+	mem.POST("/get", s.getMemory)
+	mem.POST("/search", s.searchMemory)
+	mem.POST("/list-namespaces", s.listMemoryNamespaces)
+	mem.POST("/delete", s.deleteMemory)
+	mem.POST("/export", s.exportMemory)
+	mem.POST("/import", s.importMemory)
 
 	// The caller's hierarchies as MCP tools (docs/mcp-server.md).
 	s.mountMCP(v1)

@@ -23,6 +23,7 @@ import (
 	"github.com/op-stack/executor/auth"
 	"github.com/op-stack/executor/config"
 	"github.com/op-stack/executor/llm"
+	"github.com/op-stack/executor/memory"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/notify"
 	"github.com/op-stack/executor/store"
@@ -233,6 +234,7 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 		Metrics:           o.metrics,
 		Prices:            cfg.LLMPrices,
 		ArtifactLimits:    store.ArtifactLimits{MaxBytes: cfg.ArtifactMaxBytes, RunMaxBytes: cfg.ArtifactRunMaxBytes},
+		Memory:            NewMemory(cfg, st),
 	}
 	if o.notifications != nil {
 		acts.Notifier = o.notifications.Notifier
@@ -262,6 +264,37 @@ func NewWorker(cfg config.Config, log *slog.Logger, st *store.Store, tc client.C
 	return w
 }
 
+// NewMemory is the tenants' long-term memory (docs/memory.md): semantic
+// search when MEMORY_EMBEDDING_MODEL is set, full text always. The
+// providers' keys are scrubbed from whatever is saved.
+func NewMemory(cfg config.Config, st *store.Store) *memory.Service {
+	var embedder memory.Embedder
+	if cfg.MemoryEmbeddingModel != "" {
+		embedder = &memory.OpenAIEmbedder{
+			BaseURL:    firstSet(cfg.MemoryEmbeddingBaseURL, cfg.OpenAIBaseURL),
+			APIKey:     firstSet(cfg.MemoryEmbeddingAPIKey, cfg.OpenAIAPIKey),
+			Name:       cfg.MemoryEmbeddingModel,
+			Dimensions: cfg.MemoryEmbeddingDimensions,
+		}
+	}
+	svc := memory.New(st, embedder, cfg.MemoryMaxCachedVectors)
+	for _, k := range []string{cfg.OpenAIAPIKey, cfg.OpenRouterAPIKey, cfg.CompatibleAPIKey, cfg.MemoryEmbeddingAPIKey} {
+		if k != "" {
+			svc.Scrubber.Known = append(svc.Scrubber.Known, k)
+		}
+	}
+	return svc
+}
+
+func firstSet(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
 // Retention is the retention policy of finished runs (RUN_RETENTION,
 // RUN_RETENTION_TENANTS).
 func Retention(cfg config.Config) api.RetentionPolicy {
@@ -272,6 +305,7 @@ func Retention(cfg config.Config) api.RetentionPolicy {
 // RUN_RETENTION_INTERVAL until ctx ends (docs/persistence.md, Retention);
 // it returns at once when retention is off. Workers run it.
 func SweepRetention(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client) {
+	go SweepExpiredMemory(ctx, log, st, cfg.RunRetentionInterval)
 	runs := &api.Runs{Store: st, Temporal: tc, Namespace: cfg.TemporalNamespace, Log: log}
 	runs.SweepRetentionEvery(ctx, Retention(cfg), cfg.RunRetentionInterval)
 }
@@ -282,6 +316,36 @@ func SweepRetention(ctx context.Context, cfg config.Config, log *slog.Logger, st
 func SweepQueue(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, tc client.Client) {
 	runs := &api.Runs{Store: st, Temporal: tc, MaxConcurrentRuns: cfg.MaxConcurrentRunsPerTenant, Log: log}
 	runs.SweepQueueEvery(ctx, cfg.QueueSweepInterval)
+}
+
+// SweepExpiredMemory deletes memory items past their expiry every interval
+// (up to 1,000 a sweep, again at once while sweeps are full) until ctx
+// ends. Expired items are never found anyway; this frees their rows.
+func SweepExpiredMemory(ctx context.Context, log *slog.Logger, st *store.Store, interval time.Duration) {
+	if interval <= 0 {
+		interval = 5 * time.Minute
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		for {
+			n, err := st.DeleteExpiredMemory(ctx, time.Now(), 1000)
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Warn("memory expiry sweep", "error", err)
+				}
+				break
+			}
+			if n < 1000 {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // NewAPI builds the HTTP API. router checks runs' models before they start
@@ -297,6 +361,8 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 	}
 	runs.Metrics = o.metrics
 	runs.Webhooks = WebhookQueue(cfg, tc)
+	mem := NewMemory(cfg, st)
+	runs.Memory = mem
 	var circuits func() map[string]any
 	if router != nil {
 		circuits = CircuitInfo(router.Breaker())
@@ -331,6 +397,7 @@ func NewAPI(cfg config.Config, log *slog.Logger, st *store.Store, tc client.Clie
 		ReadinessInfo:  circuits,
 		TracerProvider: o.tracer,
 		Access:         access,
+		Memory:         mem,
 	})
 }
 

@@ -28,12 +28,16 @@ const (
 	ScopeHierarchiesWrite Scope = "hierarchies:write"
 	ScopeRunsRead         Scope = "runs:read"
 	ScopeRunsWrite        Scope = "runs:write"
-	ScopeAdmin            Scope = "admin"
+	// ScopeMemoryRead and ScopeMemoryWrite reach the tenant's long-term
+	// memory (memory/ routes).
+	ScopeMemoryRead  Scope = "memory:read"
+	ScopeMemoryWrite Scope = "memory:write"
+	ScopeAdmin       Scope = "admin"
 )
 
 // AllScopes lists the scopes in the order the README documents them.
 func AllScopes() []Scope {
-	return []Scope{ScopeHierarchiesRead, ScopeHierarchiesWrite, ScopeRunsRead, ScopeRunsWrite, ScopeAdmin}
+	return []Scope{ScopeHierarchiesRead, ScopeHierarchiesWrite, ScopeRunsRead, ScopeRunsWrite, ScopeMemoryRead, ScopeMemoryWrite, ScopeAdmin}
 }
 
 // ParseScopes reads a comma- or space-separated scope list, refusing

@@ -156,6 +156,15 @@ type Config struct {
 	RunRetention         time.Duration
 	RunRetentionTenants  map[string]time.Duration
 	RunRetentionInterval time.Duration
+	// Memory (docs/memory.md): the embedding model of semantic search
+	// ("" : full-text search only), its OpenAI-compatible endpoint and key
+	// (default: the openai provider's), the vector size asked for, and
+	// the most vectors a process keeps in memory.
+	MemoryEmbeddingModel      string
+	MemoryEmbeddingBaseURL    string
+	MemoryEmbeddingAPIKey     string
+	MemoryEmbeddingDimensions int
+	MemoryMaxCachedVectors    int
 	// ArtifactMaxBytes bounds one file an agent produces and
 	// ArtifactRunMaxBytes the sum of a run's files (docs/results.md,
 	// Artifacts): larger ones are not stored.
@@ -389,6 +398,11 @@ var vars = []Var{
 	{"RUN_RETENTION", "0", "How long a finished run and everything stored of it are kept after it completed; the workers then delete it as `runs/delete` would. `0`: for ever.", nonNegativeDurationVar(func(c *Config, d time.Duration) { c.RunRetention = d })},
 	{"RUN_RETENTION_TENANTS", "", "Per-tenant retention periods overriding `RUN_RETENTION`, comma-separated `tenant=duration`, e.g. `acme=720h,globex=0` (`0`: for ever).", retentionTenantsVar},
 	{"RUN_RETENTION_INTERVAL", "5m", "How often each worker looks for expired runs (at most 100 deleted per sweep).", durationVar(func(c *Config, d time.Duration) { c.RunRetentionInterval = d })},
+	{"MEMORY_EMBEDDING_MODEL", "", "Embedding model of long-term memory's semantic search (e.g. `text-embedding-3-small`), called at `MEMORY_EMBEDDING_BASE_URL`/embeddings. Empty: full-text search only ([Memory](memory.md)).", func(c *Config, v string) error { c.MemoryEmbeddingModel = strings.TrimSpace(v); return nil }},
+	{"MEMORY_EMBEDDING_BASE_URL", "", "OpenAI-compatible base URL of the embedding model. Empty: `OPENAI_BASE_URL`.", func(c *Config, v string) error { c.MemoryEmbeddingBaseURL = strings.TrimSpace(v); return nil }},
+	{"MEMORY_EMBEDDING_API_KEY", "", "Key of the embedding endpoint. Empty: `OPENAI_API_KEY`.", func(c *Config, v string) error { c.MemoryEmbeddingAPIKey = v; return nil }},
+	{"MEMORY_EMBEDDING_DIMENSIONS", "256", "Vector size asked of the embedding model (`dimensions`; `0`: the model's own). Smaller vectors take less memory and scan faster ([Memory](memory.md#performance)).", intVar(func(c *Config, n int) { c.MemoryEmbeddingDimensions = n })},
+	{"MEMORY_MAX_CACHED_VECTORS", "1000000", "Most memory vectors a process keeps in memory for semantic search; the least recently searched namespaces are dropped first.", intVar(func(c *Config, n int) { c.MemoryMaxCachedVectors = n })},
 	{"WEBHOOK_RETRY_MAX_INTERVAL", "5m", "Longest wait between two attempts of a webhook delivery.", durationVar(func(c *Config, d time.Duration) { c.WebhookRetryMaxInterval = d })},
 	{"MCP_STDIO_COMMANDS", "", "Programs a stdio MCP server may run on the workers, comma-separated, compared with the server's `command[0]` exactly (e.g. `npx,/opt/mcp/bin/tracker`). Empty: no stdio servers.", func(c *Config, v string) error { c.MCPStdioCommands = splitList(v); return nil }},
 	{"A2A_ALLOW_PRIVATE", "false", "Let remote A2A agents (workers with `a2a.card_url`) sit on loopback, private, link-local and CGNAT addresses and the host's own addresses, for their card and their endpoints (off: refused on every connection, redirects included; `TOOLS_HTTP_ALLOW_PRIVATE` also opens them).", boolVar(func(c *Config, b bool) { c.A2AAllowPrivate = b })},

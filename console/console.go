@@ -62,6 +62,7 @@ func Register(r gin.IRoutes) {
 	r.GET("/schedules", servePage)
 	r.GET("/webhooks", servePage)
 	r.GET("/compare", servePage)
+	r.GET("/memory", servePage)
 	r.GET(AssetPrefix+"/*asset", func(c *gin.Context) {
 		if strings.HasSuffix(c.Param("asset"), "/") {
 			// No directory listings.

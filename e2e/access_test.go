@@ -124,6 +124,9 @@ type accessFixture struct {
 	// webhook and webhookToDelete are webhook endpoints of the tenant;
 	// webhookDelivery is a delivery of run to webhook.
 	webhook, webhookToDelete, webhookDelivery string
+	// memoryKey and memoryKeyToDelete are memory items of the tenant, in
+	// namespace ["route-test"] (keys unique to the tenant).
+	memoryKey, memoryKeyToDelete string
 }
 
 // routeCase builds the request a route test sends for one route: its path
@@ -166,6 +169,7 @@ func routeCases() map[string]routeCase {
 		"GET /schedules":      {build: body("/schedules", nil)},
 		"GET /webhooks":       {build: body("/webhooks", nil)},
 		"GET /compare":        {build: body("/compare", nil)},
+		"GET /memory":         {build: body("/memory", nil)},
 		"GET /console/*asset": {build: body("/console/app.js", nil)},
 
 		// A2A agents: the card is one of A's hierarchies (404 for B); the
@@ -299,6 +303,22 @@ func routeCases() map[string]routeCase {
 		"POST " + e + "/webhooks/redeliver": obj(func(f accessFixture) (string, any) {
 			return e + "/webhooks/redeliver", map[string]any{"id": f.webhookDelivery}
 		}),
+
+		// Memory: an item is found by namespace and key in the caller's
+		// tenant only (B gets 404); searches, listings and exports show
+		// only the caller's. An import's body is JSON lines: one JSON
+		// object is one line.
+		"POST " + e + "/memory/put": {build: body(e+"/memory/put", map[string]any{"namespace": []string{"route-test"}, "key": "put-by-route-test", "value": "v"})},
+		"POST " + e + "/memory/get": obj(func(f accessFixture) (string, any) {
+			return e + "/memory/get", map[string]any{"namespace": []string{"route-test"}, "key": f.memoryKey}
+		}),
+		"POST " + e + "/memory/delete": obj(func(f accessFixture) (string, any) {
+			return e + "/memory/delete", map[string]any{"namespace": []string{"route-test"}, "key": f.memoryKeyToDelete}
+		}),
+		"POST " + e + "/memory/search":          {list: true, build: body(e+"/memory/search", map[string]any{"query": "kept"})},
+		"POST " + e + "/memory/list-namespaces": {list: true, build: body(e+"/memory/list-namespaces", map[string]any{})},
+		"POST " + e + "/memory/export":          {list: true, build: body(e+"/memory/export", map[string]any{})},
+		"POST " + e + "/memory/import":          {build: body(e+"/memory/import", map[string]any{"namespace": []string{"route-test"}, "key": "imported-by-route-test", "value": 1})},
 
 		// The MCP server (its own tenancy is TestMCPServerWithTheSDKClient's):
 		// without a session or the SSE Accept header, the transport answers
@@ -458,6 +478,10 @@ func (e *testEnv) setUpTenant(key string, admin string) accessFixture {
 	}
 	e.mustCall("POST", "/api/executor/v1/apikeys/create", admin, map[string]any{"tenant": "tenant-a", "scopes": []string{"runs:read"}}, &k)
 	f.keyToRevoke = k.APIKey.ID
+	f.memoryKey, f.memoryKeyToDelete = "fact-"+models.NewID(), "doomed-"+models.NewID()
+	for _, mk := range []string{f.memoryKey, f.memoryKeyToDelete} {
+		e.mustCall("POST", "/api/executor/v1/memory/put", key, map[string]any{"namespace": []string{"route-test"}, "key": mk, "value": map[string]any{"fact": "kept"}}, nil)
+	}
 	return f
 }
 
@@ -476,7 +500,7 @@ func TestAccessRouteTable(t *testing.T) {
 		// Webhook secrets are sealed with it; a redelivery gives up soon.
 		c.MCPSecretKey, c.WebhookRetryFor = make([]byte, 32), 5*time.Second
 	}))
-	nonAdmin := []auth.Scope{auth.ScopeHierarchiesRead, auth.ScopeHierarchiesWrite, auth.ScopeRunsRead, auth.ScopeRunsWrite}
+	nonAdmin := []auth.Scope{auth.ScopeHierarchiesRead, auth.ScopeHierarchiesWrite, auth.ScopeRunsRead, auth.ScopeRunsWrite, auth.ScopeMemoryRead, auth.ScopeMemoryWrite}
 	admin := e.issueKey("ops", auth.ScopeAdmin)
 	keyA := e.issueKey("tenant-a", nonAdmin...)
 	keyB := e.issueKey("tenant-b", nonAdmin...)
@@ -539,7 +563,7 @@ func TestAccessRouteTable(t *testing.T) {
 				if status != http.StatusOK {
 					t.Errorf("tenant B's list: %d %s", status, raw)
 				}
-				for _, id := range []string{fa.hierarchy, fa.run, fa.subAgent, fa.v1Team, fa.mcpServer, fa.schedule, fa.webhook} {
+				for _, id := range []string{fa.hierarchy, fa.run, fa.subAgent, fa.v1Team, fa.mcpServer, fa.schedule, fa.webhook, fa.memoryKey} {
 					if bytes.Contains(raw, []byte(id)) {
 						t.Errorf("tenant B's list shows tenant A's %s: %s", id, raw)
 					}

@@ -101,13 +101,17 @@ var CodeScheduleNotFound = Code{"SCHEDULE_NOT_FOUND", 40407, 404}
 // not exist or belongs to another tenant (the two are answered alike).
 var CodeWebhookNotFound = Code{"WEBHOOK_NOT_FOUND", 40408, 404}
 
+// CodeMemoryNotFound answers a memory item (namespace and key) that does
+// not exist, has expired or belongs to another tenant (answered alike).
+var CodeMemoryNotFound = Code{"MEMORY_NOT_FOUND", 40409, 404}
+
 // AllCodes lists the vocabulary in the order docs/errors.md documents it.
 func AllCodes() []Code {
 	return []Code{
 		CodeInvalidParameters, CodeInvalidConfig, CodeInvalidDependencies,
 		CodeProviderNotSupported, CodeMissingAPIKey, CodeSequenceNotForkable,
 		CodeInvalidAPIKey, CodeBudgetExceeded, CodePermissionDenied,
-		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeArtifactNotFound, CodeMCPServerNotFound, CodeScheduleNotFound, CodeWebhookNotFound, CodeRouteNotFound,
+		CodeHierarchyNotFound, CodeExecutionNotFound, CodeSubAgentNotFound, CodeArtifactNotFound, CodeMCPServerNotFound, CodeScheduleNotFound, CodeWebhookNotFound, CodeMemoryNotFound, CodeRouteNotFound,
 		CodeExecutionInProgress, CodeExecutionFinished, CodeTeamNotRunning, CodeStreamingDisabled, CodeAlreadyExists, CodeIdempotencyKeyReused, CodeResourceLimitExceeded, CodeArtifactTooLarge,
 		CodeUnsupportedMediaType, CodeRateLimited,
 		CodeSystemError, CodeExecutionFailed, CodeProviderKeyRejected, CodeUnavailable, CodeExecutionTimeout,

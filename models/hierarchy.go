@@ -126,6 +126,10 @@ type Hierarchy struct {
 	// execution_config.budget replaces it whole. Stored with the global
 	// supervisor's settings.
 	Budget *Budget `json:"budget,omitempty"`
+	// Memory declares the long-term memory its agents' memory tools reach
+	// (docs/memory.md); nil: none. Stored with the global supervisor's
+	// settings.
+	Memory *MemoryConfig `json:"memory,omitempty"`
 }
 
 // GlobalConfig holds spec 001's global_config settings that the engine
@@ -272,6 +276,9 @@ func (h *Hierarchy) Validate() error {
 				}
 			}
 		}
+	}
+	if err := h.CheckMemoryConfig("memory"); err != nil {
+		return err
 	}
 	return h.resolveDependencies()
 }

@@ -89,6 +89,9 @@ type RunOptions struct {
 	// runs started before tenants, whose sub-agents are the default
 	// tenant's.
 	Tenant string `json:"tenant,omitempty"`
+	// Memory is the run's memory scope (docs/memory.md), resolved by the
+	// API at the start; nil: its hierarchy declares no memory.
+	Memory *RunMemory `json:"memory,omitempty"`
 	// ThreadID is the run's thread (the public id of its first run), the
 	// gen_ai.conversation.id of its traces; empty in runs started before it.
 	ThreadID         string        `json:"thread_id,omitempty"`

@@ -57,6 +57,9 @@ type agentSettings struct {
 	// Budget is the hierarchy's default budget, in its global
 	// supervisor's settings (issue 15), so no column is needed.
 	Budget *models.Budget `json:"budget,omitempty"`
+	// Memory is the hierarchy's memory setting (issue 29), with its
+	// budget.
+	Memory *models.MemoryConfig `json:"memory,omitempty"`
 	// A2A: a worker that is a remote A2A agent (issue 25).
 	A2A *models.A2AAgent `json:"a2a,omitempty"`
 }
@@ -71,6 +74,18 @@ func settingsJSON(a models.Agent, supervisor bool, budget *models.Budget) string
 		FallbackModels: a.FallbackModels, A2A: a.A2A}
 	if supervisor {
 		st.MaxIterations = a.MaxIterations
+	}
+	raw, _ := json.Marshal(st)
+	return string(raw)
+}
+
+// globalSettingsJSON is the global supervisor's settings with the
+// hierarchy-wide ones stored there (budget, memory).
+func globalSettingsJSON(a models.Agent, budget *models.Budget, mem *models.MemoryConfig) string {
+	var st map[string]any
+	_ = json.Unmarshal([]byte(settingsJSON(a, true, budget)), &st)
+	if mem != nil {
+		st["memory"] = mem
 	}
 	raw, _ := json.Marshal(st)
 	return string(raw)
@@ -375,6 +390,7 @@ func (s *Store) GetTenantHierarchy(ctx context.Context, tenant, id string) (*mod
 			return nil, err
 		}
 		h.Budget = st.Budget
+		h.Memory = st.Memory
 	}
 	if row.GlobalConfig != "" && row.GlobalConfig != "{}" {
 		var gc models.GlobalConfig
@@ -510,7 +526,7 @@ func toHierarchyRow(h *models.Hierarchy) hierarchyRow {
 		Dependencies:            string(deps),
 		MaxParallelTeams:        h.MaxParallelTeams,
 		MaxExecutionTime:        h.MaxExecutionTime,
-		GlobalSettings:          settingsJSON(gs, true, h.Budget),
+		GlobalSettings:          globalSettingsJSON(gs, h.Budget, h.Memory),
 		GlobalConfig:            globalConfigOf(h.GlobalConfig),
 		ID:                      h.ID,
 		TenantID:                h.TenantID,

@@ -51,6 +51,9 @@ func purgeFixture(t *testing.T, st *store.Store, key, public, tenant, status str
 		RunID: public, Sequence: 1, EventType: "run.completed", Payload: "{}", Status: store.WebhookPending}); err != nil {
 		t.Fatal(err)
 	}
+	if err := st.PutMemory(ctx, &store.MemoryItem{TenantID: tenant, Namespace: []string{"runs", key}, Key: "fact", Value: []byte(`{"x":1}`), SearchText: "x", RunID: key}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // purgeCounts counts the rows of run key (public to tenant) in every table
@@ -66,7 +69,7 @@ func purgeCounts(t *testing.T, st *store.Store, key, public, tenant string) map[
 		out[table] = n
 	}
 	count("execution", "id = ?", key)
-	for _, table := range []string{"execution_event", "llm_call", "llm_answer", "message", "artifact", "webhook_endpoint"} {
+	for _, table := range []string{"execution_event", "llm_call", "llm_answer", "message", "artifact", "webhook_endpoint", "memory_item"} {
 		count(table, "run_id = ?", key)
 	}
 	for _, table := range []string{"stream_token", "webhook_delivery"} {
@@ -77,7 +80,8 @@ func purgeCounts(t *testing.T, st *store.Store, key, public, tenant string) map[
 
 // TestPurgeRun: deleting a finished run removes every row stored for it
 // (the run, its events, LLM calls and answers, messages, artifacts,
-// stream tokens, webhook endpoint and deliveries) and nothing of another
+// stream tokens, webhook endpoint and deliveries, the memory items it
+// wrote) and nothing of another
 // run, even one of another tenant that uses the same public id; a live run
 // is refused with EXECUTION_IN_PROGRESS and keeps everything; a second
 // delete answers EXECUTION_NOT_FOUND.

@@ -278,7 +278,46 @@ func (m sqliteMigrations) Open(name string) (fs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &memFile{Reader: strings.NewReader(sqliteTypes.Replace(string(body))), info: info}, nil
+	return &memFile{Reader: strings.NewReader(sqliteDialect(sqliteTypes.Replace(string(body)))), info: info}, nil
+}
+
+// sqliteDialect keeps a migration's dialect-specific parts for SQLite: it
+// drops the lines between "-- postgres-only begin" and "-- postgres-only
+// end" and uncomments those starting "-- sqlite: " (which PostgreSQL reads
+// as comments; "--statement-begin" and "--statement-end" there are goose's
+// StatementBegin and StatementEnd). Full-text search needs it: a tsvector column and GIN index
+// on PostgreSQL, an FTS5 table kept by triggers on SQLite.
+func sqliteDialect(body string) string {
+	if !strings.Contains(body, "-- postgres-only begin") && !strings.Contains(body, "-- sqlite: ") {
+		return body
+	}
+	var b strings.Builder
+	skip := false
+	for _, line := range strings.SplitAfter(body, "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case trimmed == "-- postgres-only begin":
+			skip = true
+			continue
+		case trimmed == "-- postgres-only end":
+			skip = false
+			continue
+		case skip:
+			continue
+		case strings.HasPrefix(line, "-- sqlite: "):
+			line = strings.TrimPrefix(line, "-- sqlite: ")
+			// goose reads any comment naming its annotations, so the
+			// SQLite-only ones are spelled apart.
+			switch strings.TrimSpace(line) {
+			case "--statement-begin":
+				line = "-- +goose StatementBegin\n"
+			case "--statement-end":
+				line = "-- +goose StatementEnd\n"
+			}
+		}
+		b.WriteString(line)
+	}
+	return b.String()
 }
 
 var sqliteTypes = strings.NewReplacer("TIMESTAMPTZ", "TIMESTAMP", "BYTEA", "BLOB")

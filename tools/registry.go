@@ -84,7 +84,7 @@ func checkSchema(schema json.RawMessage) error {
 // only a code change can cause, so the worker refuses to start rather than
 // run without it.
 func Default(cfg Config) *Registry {
-	all := append([]Tool{HTTPGet(cfg), Calculator(), CurrentTime(), SaveFile()}, Custom()...)
+	all := append([]Tool{HTTPGet(cfg), Calculator(), CurrentTime(), SaveFile(), MemorySearch(), MemorySave()}, Custom()...)
 	r, err := NewRegistry(all...)
 	if err != nil {
 		panic(err)

@@ -201,12 +201,12 @@ func TestDecodeArguments(t *testing.T) {
 
 func TestDefault(t *testing.T) {
 	r := Default(Config{})
-	for _, key := range []string{KeyHTTPGet, KeyCalculator, KeyCurrentTime, KeySaveFile} {
+	for _, key := range []string{KeyHTTPGet, KeyCalculator, KeyCurrentTime, KeySaveFile, models.MemorySearchToolName, models.MemorySaveToolName} {
 		if !r.Has(key) {
 			t.Fatalf("Default lacks %s", key)
 		}
 	}
-	if len(r.Keys()) != 4+len(Custom()) {
+	if len(r.Keys()) != 6+len(Custom()) {
 		t.Fatalf("Keys = %v", r.Keys())
 	}
 	for _, d := range r.Definitions(r.Keys()) {

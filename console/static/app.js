@@ -5,6 +5,7 @@ import { showError } from './dom.js';
 import { comparePage } from './compare.js';
 import { hierarchiesPage } from './hierarchies.js';
 import { mcpServersPage } from './mcp.js';
+import { memoryPage } from './memory.js';
 import { runsPage } from './runs.js';
 import { runPage } from './run.js';
 import { schedulesPage } from './schedules.js';
@@ -18,7 +19,7 @@ async function main() {
   });
   const root = document.getElementById('main');
   const path = location.pathname.replace(/\/+$/, '') || '/';
-  const pages = { '/': 'hierarchies', '/runs': 'runs', '/mcp-servers': 'mcp-servers', '/schedules': 'schedules', '/webhooks': 'webhooks', '/compare': 'compare' };
+  const pages = { '/': 'hierarchies', '/runs': 'runs', '/mcp-servers': 'mcp-servers', '/schedules': 'schedules', '/webhooks': 'webhooks', '/compare': 'compare', '/memory': 'memory' };
   document.body.dataset.page = pages[path] || 'run';
   const nav = document.getElementById('nav-' + (pages[path] || 'runs'));
   if (nav) nav.classList.add('current');
@@ -28,6 +29,7 @@ async function main() {
   else if (path === '/schedules') await schedulesPage(root);
   else if (path === '/webhooks') await webhooksPage(root);
   else if (path === '/compare') await comparePage(root);
+  else if (path === '/memory') await memoryPage(root);
   else if (path.startsWith('/runs/')) await runPage(root, decodeURIComponent(path.slice('/runs/'.length)));
   document.body.dataset.ready = 'true';
 }

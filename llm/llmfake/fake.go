@@ -43,6 +43,10 @@ type Rule struct {
 // Response is one scripted answer, or one scripted fault.
 type Response struct {
 	Content string `json:"content,omitempty"`
+	// EchoToolResult appends the content of the request's last tool
+	// message to Content: an agent that "uses" what a tool answered (the
+	// fact memory_search found) without a real model.
+	EchoToolResult bool `json:"echo_tool_result,omitempty"`
 	// Reasoning is streamed before the content, in the delta field named by
 	// ReasoningField.
 	Reasoning string `json:"reasoning,omitempty"`

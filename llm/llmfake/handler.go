@@ -66,6 +66,14 @@ func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.chat(w, r)
 		return
 	}
+	if path == "/v1/embeddings" || path == "/embeddings" {
+		if r.Method != http.MethodPost {
+			writeError(w, http.StatusMethodNotAllowed, "use POST", "invalid_request_error", "")
+			return
+		}
+		f.embeddings(w, r)
+		return
+	}
 	if !f.ServeControl(w, r, path, func(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, "rules: "+err.Error(), "invalid_request_error", "")
 	}) {
@@ -259,6 +267,15 @@ func (f *fake) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if resp.EchoToolResult {
+		last := ""
+		for _, m := range wr.Messages {
+			if m.Role == "tool" {
+				last = contentText(m.Content)
+			}
+		}
+		resp.Content = strings.TrimSpace(resp.Content + " " + last)
+	}
 	chunks := buildChunks(idx, &wr, &resp)
 	if !wr.Stream {
 		if resp.FirstTokenDelay > 0 && !f.Wait(ctx, resp.FirstTokenDelay) {
