@@ -129,8 +129,11 @@ func Open(databaseURL, sqlitePath string, opts ...Option) (*Store, error) {
 			}
 		}
 		// WAL lets the API read while a worker writes; busy_timeout waits
-		// out the other writer instead of failing with SQLITE_BUSY.
-		dsn := sqlitePath + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)"
+		// out the other writer instead of failing with SQLITE_BUSY. The
+		// pragmas apply in order, and switching to WAL takes a lock, so
+		// busy_timeout comes first: a process opening the file while
+		// another migrates it waits instead of failing at once.
+		dsn := sqlitePath + "?_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 		db, err = gorm.Open(sqlite.Open(dsn), cfg)
 	}
 	if err != nil {
