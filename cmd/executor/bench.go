@@ -121,6 +121,7 @@ server). --model-only serves the fake model until interrupted and runs nothing.`
 		},
 	}
 	af.register(cmd)
+	cmd.AddCommand(newBenchReportCommand())
 	f := cmd.Flags()
 	f.StringVar(&shape, "shape", loadgen.ShapeReference, "the hierarchy: reference (2 teams, 3 workers, 11 LLM calls a run), sequential (one team of --workers workers), teams (--teams teams of --workers workers)")
 	f.IntVar(&teams, "teams", 2, "teams of --shape teams")
@@ -141,4 +142,33 @@ server). --model-only serves the fake model until interrupted and runs nothing.`
 	f.DurationVar(&runTimeout, "run-timeout", 10*time.Minute, "longest time one run may take, start to checked log")
 	f.BoolVar(&modelOnly, "model-only", false, "only serve the fake model, until interrupted")
 	return cmd
+}
+
+// newBenchReportCommand is `executor bench report FILE...`: saved JSON
+// reports (-o json) printed as tables.
+func newBenchReportCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "report FILE...",
+		Short: "Print saved JSON reports of executor bench as tables",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for i, name := range args {
+				raw, err := os.ReadFile(name)
+				if err != nil {
+					return err
+				}
+				var r loadgen.Report
+				if err := json.Unmarshal(raw, &r); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				if i > 0 {
+					fmt.Fprintln(cmd.OutOrStdout())
+				}
+				if err := r.WriteText(cmd.OutOrStdout()); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
 }
