@@ -5,7 +5,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -311,5 +314,43 @@ func TestCPUOfDescendants(t *testing.T) {
 	}
 	if empty := (ProcSelector{}).Snapshot(); len(empty.procs) != 0 {
 		t.Errorf("an empty selector selected %d processes", len(empty.procs))
+	}
+}
+
+// TestCompare lays out two labels' rounds as scripts/bench-ab.sh does and
+// checks each round's value, the median and the range are printed.
+func TestCompare(t *testing.T) {
+	dir := t.TempDir()
+	write := func(label string, round int, overhead float64) {
+		sub := filepath.Join(dir, label+"-r"+strconv.Itoa(round))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(Report{Overhead: Summary{N: 1, P50: overhead}})
+		if err := os.WriteFile(filepath.Join(sub, "sequential.json"), raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("aaa", 1, 20)
+	write("bbb", 1, 11)
+	write("bbb", 2, 13)
+	write("aaa", 2, 24)
+	write("aaa", 3, 22)
+	var out bytes.Buffer
+	if err := Compare(&out, dir, []string{"aaa", "bbb"}); err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(l, "overhead per LLM call p50") {
+			line = strings.Join(strings.Fields(l), " ")
+		}
+	}
+	want := "overhead per LLM call p50 (ms) 20.0 24.0 22.0 22.0 [20.0–24.0] 11.0 13.0 12.0 [11.0–13.0]"
+	if line != want {
+		t.Errorf("overhead line:\n got %q\nwant %q\n%s", line, want, out.String())
+	}
+	if err := Compare(&out, t.TempDir(), []string{"aaa"}); err == nil {
+		t.Error("an empty directory compared")
 	}
 }

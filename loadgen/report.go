@@ -205,6 +205,8 @@ func num(x float64) string {
 	switch {
 	case x == 0:
 		return "0"
+	case x < 1:
+		return fmt.Sprintf("%.3f", x)
 	case x < 10:
 		return fmt.Sprintf("%.2f", x)
 	case x < 1000:

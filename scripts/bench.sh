@@ -19,7 +19,8 @@
 #            those processes and of the server (pid in BENCH_CLUSTER_PIDFILE,
 #            default .data/cluster/server.pid)
 #
-# Other settings: TEMPORAL_CLI (dev), BENCH_OUT (directory for each row's
+# Other settings: BENCH_DRIVER (the binary whose `executor bench` measures;
+# default EXECUTOR itself, scripts/bench-ab.sh passes its own), TEMPORAL_CLI (dev), BENCH_OUT (directory for each row's
 # JSON report; default a temporary one, printed), BENCH_FLAGS (more flags for
 # every `executor bench`). Exits non-zero when a row fails (a run that did
 # not complete, a stream that failed its check).
@@ -27,6 +28,7 @@ set -euo pipefail
 
 exe=${1:?usage: scripts/bench.sh EXECUTOR [ROW...]}
 shift
+driver=${BENCH_DRIVER:-$exe}
 rows=("$@")
 [ ${#rows[@]} -gt 0 ] || rows=(sequential stream20 scale100)
 target=${BENCH_TARGET:-dev}
@@ -138,11 +140,11 @@ for row in "${rows[@]}"; do
 	echo
 	echo "== $row: executor bench $flags"
 	# shellcheck disable=SC2086 # flags are words
-	if ! "$exe" bench --url "$url" --model-listen "127.0.0.1:$model_port" $flags $measured ${BENCH_FLAGS:-} -o json >"$out/$row.json" 2>"$out/$row.err"; then
+	if ! "$driver" bench --url "$url" --model-listen "127.0.0.1:$model_port" $flags $measured ${BENCH_FLAGS:-} -o json >"$out/$row.json" 2>"$out/$row.err"; then
 		status=1
 		cat "$out/$row.err" >&2
 	fi
 	# The table, from the JSON report.
-	"$exe" bench report "$out/$row.json" || status=1
+	"$driver" bench report "$out/$row.json" || status=1
 done
 exit $status

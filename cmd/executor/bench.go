@@ -121,7 +121,7 @@ server). --model-only serves the fake model until interrupted and runs nothing.`
 		},
 	}
 	af.register(cmd)
-	cmd.AddCommand(newBenchReportCommand())
+	cmd.AddCommand(newBenchReportCommand(), newBenchCompareCommand())
 	f := cmd.Flags()
 	f.StringVar(&shape, "shape", loadgen.ShapeReference, "the hierarchy: reference (2 teams, 3 workers, 11 LLM calls a run), sequential (one team of --workers workers), teams (--teams teams of --workers workers)")
 	f.IntVar(&teams, "teams", 2, "teams of --shape teams")
@@ -169,6 +169,19 @@ func newBenchReportCommand() *cobra.Command {
 				}
 			}
 			return nil
+		},
+	}
+}
+
+// newBenchCompareCommand is `executor bench compare DIR LABEL...`: the
+// rounds scripts/bench-ab.sh saved, side by side.
+func newBenchCompareCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "compare DIR LABEL...",
+		Short: "Compare alternating rounds of saved reports (DIR/<label>-r<round>/<row>.json): each round's value, median and range",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return loadgen.Compare(cmd.OutOrStdout(), args[0], args[1:])
 		},
 	}
 }
