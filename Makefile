@@ -10,7 +10,7 @@ GO         ?= go
 
 export TEMPORAL_CLI := $(TEMPORAL)
 
-.PHONY: run build test test-short bench bench-ab bench-go migrate temporal-cli browser fmt vet clean cluster cluster-stop cluster-test
+.PHONY: run build test test-short bench bench-ab bench-peer bench-go migrate temporal-cli browser fmt vet clean cluster cluster-stop cluster-test
 
 ## run: build and start `executor dev` (HTTP API on :8080, Temporal Web UI on :8233)
 run: temporal-cli build
@@ -56,6 +56,11 @@ BENCH_B ?= HEAD
 BENCH_ROUNDS ?= 3
 bench-ab: temporal-cli
 	BENCH_ROUNDS=$(BENCH_ROUNDS) ./scripts/bench-ab.sh $(BENCH_A) $(BENCH_B) $(BENCH_ROWS)
+
+## bench-peer: the sequential row and the peer (bench/peer: LangGraph.js 1.x with its PostgreSQL
+##   checkpointer, on the same fake model) one after the other, BENCH_ROUNDS times
+bench-peer: temporal-cli build
+	for r in $$(seq $(BENCH_ROUNDS)); do BENCH_PEER=1 ./scripts/bench.sh $(EXECUTOR) sequential || exit 1; done
 
 ## bench-go: the in-process Go benchmarks (e2e/*bench*: fake LLM and API in the test process, for
 ##   profiling with -cpuprofile), about 15 minutes on 2 cores; BENCH_TEMPORAL_ADDRESS=host:port runs

@@ -73,6 +73,7 @@ func StartFakeModel(addr string, opts ModelOptions) (*FakeModel, error) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"object":"list","data":[{"id":"bench-fake","object":"model","owned_by":"executor-bench"}]}`))
 	})
+	mux.HandleFunc("GET /v1/bench/calls", m.serveCalls)
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = m.srv.Serve(ln) }()
 	return m, nil
@@ -98,6 +99,35 @@ func (m *FakeModel) Call(id int64) (ModelCall, bool) {
 		return ModelCall{}, false
 	}
 	return *c, true
+}
+
+// serveCalls answers GET /v1/bench/calls?ids=1,2,…: the records of those
+// calls (received and finished in Unix microseconds, 0 while in flight),
+// so a client in another process (the peer, bench/peer) can compute its
+// runs' model time as this command does.
+func (m *FakeModel) serveCalls(w http.ResponseWriter, r *http.Request) {
+	type record struct {
+		ID         int64 `json:"id"`
+		ReceivedUS int64 `json:"received_us"`
+		FinishedUS int64 `json:"finished_us"`
+		Failed     bool  `json:"failed"`
+	}
+	out := []record{}
+	for _, s := range strings.Split(r.URL.Query().Get("ids"), ",") {
+		id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			continue
+		}
+		if c, ok := m.Call(id); ok {
+			rec := record{ID: id, ReceivedUS: c.Received.UnixMicro(), Failed: c.Failed}
+			if !c.Finished.IsZero() {
+				rec.FinishedUS = c.Finished.UnixMicro()
+			}
+			out = append(out, rec)
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 // Calls is the number of calls answered or in flight.

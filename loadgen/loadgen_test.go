@@ -265,6 +265,23 @@ func TestFakeModel(t *testing.T) {
 			t.Errorf("stream=%v: decision when all is done %+v (%v), want finish", stream, d, err)
 		}
 	}
+	// Another process reads the records over HTTP.
+	resp, err := http.Get(m.URL() + "/bench/calls?ids=1,2,99")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var recs []struct {
+		ID         int64 `json:"id"`
+		ReceivedUS int64 `json:"received_us"`
+		FinishedUS int64 `json:"finished_us"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&recs); err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].ID != 1 || recs[0].FinishedUS <= recs[0].ReceivedUS {
+		t.Errorf("call records over HTTP: %+v", recs)
+	}
 	if m.Calls() != 6 {
 		t.Errorf("Calls = %d, want 6", m.Calls())
 	}

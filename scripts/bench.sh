@@ -19,6 +19,11 @@
 #            those processes and of the server (pid in BENCH_CLUSTER_PIDFILE,
 #            default .data/cluster/server.pid)
 #
+# BENCH_PEER=1 also runs the peer (bench/peer: LangGraph.js with its PostgreSQL
+# checkpointer, database BENCH_PEER_DATABASE_URL, default
+# executor_bench_peer on the local PostgreSQL, created when missing) on the
+# same fake model after the sequential row: report peer-sequential.json.
+#
 # Other settings: BENCH_DRIVER (the binary whose `executor bench` measures;
 # default EXECUTOR itself, scripts/bench-ab.sh passes its own), TEMPORAL_CLI (dev), BENCH_OUT (directory for each row's
 # JSON report; default a temporary one, printed), BENCH_FLAGS (more flags for
@@ -146,5 +151,25 @@ for row in "${rows[@]}"; do
 	fi
 	# The table, from the JSON report.
 	"$driver" bench report "$out/$row.json" || status=1
+	if [ "$row" = sequential ] && [ "${BENCH_PEER:-}" = 1 ]; then
+		peer_db=${BENCH_PEER_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/executor_bench_peer?sslmode=disable}
+		if [ -z "${BENCH_PEER_DATABASE_URL:-}" ] && command -v psql >/dev/null; then
+			psql "postgres://postgres@127.0.0.1:5432/postgres" -tAc "select 1 from pg_database where datname='executor_bench_peer'" | grep -q 1 ||
+				psql -q "postgres://postgres@127.0.0.1:5432/postgres" -c "create database executor_bench_peer"
+		fi
+		[ -d bench/peer/node_modules ] || (cd bench/peer && npm ci --no-audit --no-fund >/dev/null)
+		"$driver" bench --model-only --model-listen "127.0.0.1:$model_port" --tokens 1 2>/dev/null &
+		fake=$!
+		sleep 1
+		echo
+		echo "== peer-sequential: node bench/peer/peer.mjs --runs 12 --warmup 2"
+		if node bench/peer/peer.mjs --model-url "$model_url" --pg "$peer_db" --runs 12 --warmup 2 --json >"$out/peer-sequential.json"; then
+			jq -r '"peer: overhead per LLM call p50 \(.overhead_per_call_ms.p50 | .*10|round/10) ms [\(.overhead_per_call_ms.min | .*10|round/10)–\(.overhead_per_call_ms.max | .*10|round/10)], run wall p50 \(.run_wall_ms.p50 | round) ms"' "$out/peer-sequential.json" 2>/dev/null || cat "$out/peer-sequential.json"
+		else
+			status=1
+		fi
+		kill "$fake" 2>/dev/null || true
+		wait "$fake" 2>/dev/null || true
+	fi
 done
 exit $status
