@@ -60,6 +60,9 @@ func TestBenchCommand(t *testing.T) {
 	if rep.TokenLatency.N != 44*3 || rep.FirstToken.N != 44 {
 		t.Errorf("token latencies %d (want 132), first tokens %d (want 44)", rep.TokenLatency.N, rep.FirstToken.N)
 	}
+	if rep.TokensExpected != 132 || rep.Tokens != 132 || rep.TokensDuplicated != 0 {
+		t.Errorf("tokens: the model sent %d, the streams carried %d (%d twice), want 132", rep.TokensExpected, rep.Tokens, rep.TokensDuplicated)
+	}
 	if rep.TokenLatency.Min < 0 || rep.TokenLatency.P50 <= 0 || rep.TokenLatency.Max < rep.TokenLatency.P99 || rep.TokenLatency.Max > 60_000 {
 		t.Errorf("token latency %+v", rep.TokenLatency)
 	}

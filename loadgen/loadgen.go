@@ -86,11 +86,18 @@ type RunResult struct {
 	// Calls is the run's LLM calls (its llm.usage events).
 	Calls int `json:"calls"`
 	// Events is the number of events the stream carried.
-	Events     int    `json:"events"`
-	Reconnects int    `json:"reconnects,omitempty"`
-	Retries    int    `json:"start_retries,omitempty"`
-	CheckError string `json:"check_error,omitempty"`
-	Error      string `json:"error,omitempty"`
+	Events int `json:"events"`
+	// TokensExpected is Calls × the fake's tokens per answer; Tokens the
+	// distinct stamped tokens the stream carried, TokensDuplicated those
+	// it carried more than once: the model's every token should reach the
+	// client once.
+	TokensExpected   int    `json:"tokens_expected,omitempty"`
+	Tokens           int    `json:"tokens"`
+	TokensDuplicated int    `json:"tokens_duplicated,omitempty"`
+	Reconnects       int    `json:"reconnects,omitempty"`
+	Retries          int    `json:"start_retries,omitempty"`
+	CheckError       string `json:"check_error,omitempty"`
+	Error            string `json:"error,omitempty"`
 
 	tokens, first []float64 // ms
 	warmup        bool
@@ -205,8 +212,19 @@ func (b *bench) run(parent context.Context, task string) RunResult {
 		r.WallMS = ms(end.Sub(start))
 	}
 	calls := map[int64]bool{}
+	type token struct {
+		call  int64
+		index int
+	}
+	seenTokens := map[token]bool{}
 	for i, s := range stamps {
 		calls[s.Call] = true
+		if seenTokens[token{s.Call, s.Index}] {
+			r.TokensDuplicated++
+			continue
+		}
+		seenTokens[token{s.Call, s.Index}] = true
+		r.Tokens++
 		lat := ms(arrivals[i].Sub(s.Sent))
 		r.tokens = append(r.tokens, lat)
 		if s.Index == 0 {
@@ -229,6 +247,9 @@ func (b *bench) run(parent context.Context, task string) RunResult {
 	}
 	if r.Calls == 0 {
 		r.Calls = len(calls)
+	}
+	if b.cfg.Fake != nil {
+		r.TokensExpected = r.Calls * b.cfg.Fake.opts.Tokens
 	}
 	if end.IsZero() {
 		if r.Error == "" {

@@ -111,7 +111,7 @@ func TestCheckStreamFails(t *testing.T) {
 	}{
 		{"gap", drop(2), stored, "gap: sequence 4 arrived where 3 was expected"},
 		{"duplicate", append(append(append([]models.Event(nil), stored[:3]...), stored[2]), stored[3:]...), stored, "duplicate: sequence 3 arrived again"},
-		{"out of order", append(append(append([]models.Event(nil), stored[0], stored[2], stored[1]), stored[3:]...)), stored, "out of order"},
+		{"out of order", append(append([]models.Event(nil), stored[0], stored[2], stored[1]), stored[3:]...), stored, "out of order"},
 		{"not equal", changed, stored, "event 3 differs"},
 		{"no terminal event", stored[:5], stored[:5], "not the run's terminal event"},
 		{"stored log longer", stored[:5], stored, "never arrived on the stream"},

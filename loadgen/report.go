@@ -42,6 +42,13 @@ type Report struct {
 	// ExpectedCallsPerRun is what the shape makes with the fake model.
 	ExpectedCallsPerRun int `json:"expected_llm_calls_per_run,omitempty"`
 
+	// TokensExpected and Tokens sum the runs' (fake model): a difference
+	// means the service lost or doubled some of the model's text, which
+	// the stream check cannot see (the stream equals the stored log).
+	TokensExpected   int `json:"tokens_expected,omitempty"`
+	Tokens           int `json:"tokens"`
+	TokensDuplicated int `json:"tokens_duplicated,omitempty"`
+
 	// RunWall: runs/start sent → terminal event read, per run.
 	RunWall Summary `json:"run_wall_ms"`
 	// ModelTime: model time on each run's critical path (fake model).
@@ -113,6 +120,9 @@ func newReport(cfg Config, hid string, results, warmups []RunResult, wall time.D
 		if cfg.Fake != nil && run.Error == "" && r.ExpectedCallsPerRun > 0 && run.Calls != r.ExpectedCallsPerRun && run.Status == "completed" {
 			problem(run, fmt.Sprintf("made %d LLM calls, the shape makes %d (retries? see its events)", run.Calls, r.ExpectedCallsPerRun))
 		}
+		if run.Status == "completed" && run.TokensExpected > 0 && (run.Tokens != run.TokensExpected || run.TokensDuplicated > 0) {
+			problem(run, fmt.Sprintf("the stream carried %d of the model's %d tokens (%d more than once)", run.Tokens, run.TokensExpected, run.TokensDuplicated))
+		}
 		if run.warmup {
 			if run.Error != "" || run.Status != "completed" {
 				warmFailed++
@@ -126,6 +136,9 @@ func newReport(cfg Config, hid string, results, warmups []RunResult, wall time.D
 			continue
 		}
 		r.LLMCalls += run.Calls
+		r.TokensExpected += run.TokensExpected
+		r.Tokens += run.Tokens
+		r.TokensDuplicated += run.TokensDuplicated
 		walls = append(walls, run.WallMS)
 		tokens = append(tokens, run.tokens...)
 		first = append(first, run.first...)
@@ -174,6 +187,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, ", the shape makes %d", r.ExpectedCallsPerRun)
 	}
 	fmt.Fprintln(w, ")")
+	if r.TokensExpected > 0 {
+		fmt.Fprintf(w, "tokens: the model sent %d, the streams carried %d", r.TokensExpected, r.Tokens)
+		if r.TokensDuplicated > 0 {
+			fmt.Fprintf(w, " (and %d more than once)", r.TokensDuplicated)
+		}
+		fmt.Fprintln(w)
+	}
 	if r.CPUMeasured {
 		fmt.Fprintf(w, "service CPU: %.2f s, %.1f ms per LLM call:", r.CPUSeconds, r.CPUPerCallMS)
 		procs := append([]ProcCPU(nil), r.Processes...)
