@@ -20,6 +20,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,13 +92,16 @@ type RunResult struct {
 	// distinct stamped tokens the stream carried, TokensDuplicated those
 	// it carried more than once: the model's every token should reach the
 	// client once.
-	TokensExpected   int    `json:"tokens_expected,omitempty"`
-	Tokens           int    `json:"tokens"`
-	TokensDuplicated int    `json:"tokens_duplicated,omitempty"`
-	Reconnects       int    `json:"reconnects,omitempty"`
-	Retries          int    `json:"start_retries,omitempty"`
-	CheckError       string `json:"check_error,omitempty"`
-	Error            string `json:"error,omitempty"`
+	TokensExpected   int `json:"tokens_expected,omitempty"`
+	Tokens           int `json:"tokens"`
+	TokensDuplicated int `json:"tokens_duplicated,omitempty"`
+	// MissingTokens names the first missing tokens, "call.index" (the
+	// fake's call number, the token's place in its answer).
+	MissingTokens []string `json:"missing_tokens,omitempty"`
+	Reconnects    int      `json:"reconnects,omitempty"`
+	Retries       int      `json:"start_retries,omitempty"`
+	CheckError    string   `json:"check_error,omitempty"`
+	Error         string   `json:"error,omitempty"`
 
 	tokens, first []float64 // ms
 	warmup        bool
@@ -250,6 +254,18 @@ func (b *bench) run(parent context.Context, task string) RunResult {
 	}
 	if b.cfg.Fake != nil {
 		r.TokensExpected = r.Calls * b.cfg.Fake.opts.Tokens
+		ids := make([]int64, 0, len(calls))
+		for id := range calls {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		for _, id := range ids {
+			for i := 0; i < b.cfg.Fake.opts.Tokens && len(r.MissingTokens) < 10; i++ {
+				if !seenTokens[token{id, i}] {
+					r.MissingTokens = append(r.MissingTokens, fmt.Sprintf("%d.%d", id, i))
+				}
+			}
+		}
 	}
 	if end.IsZero() {
 		if r.Error == "" {
