@@ -92,6 +92,26 @@ func TestBenchCommand(t *testing.T) {
 		}
 	}
 
+	// The other shapes make the calls their formula says (2W + 4;
+	// T + 2 + T(2W + 1)), all checked.
+	for _, shape := range []struct {
+		args  []string
+		calls int
+	}{
+		{[]string{"--shape", "sequential", "--workers", "2"}, 8},
+		{[]string{"--shape", "teams", "--teams", "2", "--workers", "2"}, 14},
+	} {
+		args := append([]string{"bench", "--runs", "1", "--model-listen", "127.0.0.1:" + strconv.Itoa(port), "-o", "json"}, shape.args...)
+		r := e.runCLI("", args...)
+		var rep loadgen.Report
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 {
+			t.Fatalf("%v: exit %d, %v\n%s\n%s", shape.args, r.code, err, r.stdout, r.stderr)
+		}
+		if !rep.OK || rep.LLMCalls != shape.calls || rep.ExpectedCallsPerRun != shape.calls || rep.Checked != 1 || len(rep.Problems) != 0 {
+			t.Errorf("%v: ok %v, %d calls (the shape makes %d, want %d), %d checked, problems %q", shape.args, rep.OK, rep.LLMCalls, rep.ExpectedCallsPerRun, shape.calls, rep.Checked, rep.Problems)
+		}
+	}
+
 	// A deployment that cannot reach the model fails the command.
 	bad := e.runCLI("", "bench", "--runs", "1", "--model-url", "http://127.0.0.1:1/v1", "--run-timeout", "20s", "-o", "json")
 	if bad.code == 0 {
