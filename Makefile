@@ -10,7 +10,7 @@ GO         ?= go
 
 export TEMPORAL_CLI := $(TEMPORAL)
 
-.PHONY: run build test test-short bench migrate temporal-cli browser fmt vet clean cluster cluster-stop cluster-test
+.PHONY: run build test test-short bench bench-ab bench-peer bench-go migrate temporal-cli browser fmt vet clean cluster cluster-stop cluster-test
 
 ## run: build and start `executor dev` (HTTP API on :8080, Temporal Web UI on :8233)
 run: temporal-cli build
@@ -46,9 +46,31 @@ browser:
 test-short:
 	$(GO) test -count=1 -short ./...
 
-## bench: benchmarks against a dev server and the fake LLM (figures in docs/performance.md), about 15 minutes
-##   on 2 cores; BENCH_TEMPORAL_ADDRESS=host:port runs each once more on that server (server=external)
-bench: temporal-cli
+## bench: issue 28's rows measured from outside with `executor bench` (scripts/bench.sh): sequential
+##   overhead, 20 concurrent streaming runs, 100 concurrent runs, each stream checked against the stored
+##   log, against an `executor dev` the target starts (BENCH_TARGET=cluster: `executor serve`, 1 API and
+##   2 workers, on `make cluster`'s server); BENCH_ROWS picks rows; figures in docs/performance.md
+BENCH_ROWS ?= sequential stream20 scale100
+bench: temporal-cli build
+	./scripts/bench.sh $(EXECUTOR) $(BENCH_ROWS)
+
+## bench-ab: alternate two commits' binaries round by round (BENCH_A, BENCH_B: commits, default HEAD~1
+##   and HEAD; BENCH_ROUNDS, default 3) and print every row's per-round values and spread
+BENCH_A ?= HEAD~1
+BENCH_B ?= HEAD
+BENCH_ROUNDS ?= 3
+bench-ab: temporal-cli
+	BENCH_ROUNDS=$(BENCH_ROUNDS) ./scripts/bench-ab.sh $(BENCH_A) $(BENCH_B) $(BENCH_ROWS)
+
+## bench-peer: the sequential row and the peer (bench/peer: LangGraph.js 1.x with its PostgreSQL
+##   checkpointer, on the same fake model) one after the other, BENCH_ROUNDS times
+bench-peer: temporal-cli build
+	for r in $$(seq $(BENCH_ROUNDS)); do BENCH_PEER=1 ./scripts/bench.sh $(EXECUTOR) sequential || exit 1; done
+
+## bench-go: the in-process Go benchmarks (e2e/*bench*: fake LLM and API in the test process, for
+##   profiling with -cpuprofile), about 15 minutes on 2 cores; BENCH_TEMPORAL_ADDRESS=host:port runs
+##   each once more on that server (server=external)
+bench-go: temporal-cli
 	$(GO) test -run '^$$' -bench 'OrchestrationOverhead' -benchtime 12x -timeout 60m ./e2e/
 	$(GO) test -run '^$$' -bench 'StreamLatency|HistoryPerToken|QueriesPerSubscriber' -benchtime 5x -timeout 60m ./e2e/
 	$(GO) test -run '^$$' -bench 'ConcurrentRuns|LongRun' -benchtime 1x -timeout 60m ./e2e/

@@ -55,7 +55,7 @@ func untunedDevServer(b *testing.B) string {
 // queries share the worker with the run (the measurement setup);
 // its wall time ends when the run's workflow completes.
 //
-//	make bench   (go test -run '^$' -bench OrchestrationOverhead -benchtime 12x ./e2e/)
+//	make bench-go   (go test -run '^$' -bench OrchestrationOverhead -benchtime 12x ./e2e/)
 func BenchmarkOrchestrationOverhead(b *testing.B) {
 	type benchCase struct {
 		name   string

@@ -7,6 +7,7 @@
 //	executor migrate                        apply database migrations and exit
 //	executor replay h.json...               replay exported histories against the current workflow code
 //	executor apikeys create|list|revoke     manage API keys
+//	executor bench                          load-test a deployment over its API (runs, streams, checks, latency, CPU)
 //	executor hierarchies create|get|list    a client of the API's hierarchies
 //	executor runs start|follow|get|list|events|cancel   a client of the API's runs
 //	executor runs approvals|approve|reject|pause|resume|redirect|cancel-team|fork-points|fork|delete  steer, fork and delete runs
@@ -100,7 +101,7 @@ http://127.0.0.1:8080) with the key in EXECUTOR_API_KEY, or --url and
 		},
 	}
 	root.AddGroup(&cobra.Group{ID: "service", Title: "Service:"}, &cobra.Group{ID: "client", Title: "API client:"})
-	for _, c := range []*cobra.Command{newServeCommand(), newDevCommand(), newMigrateCommand(), newReplayCommand(), newAPIKeysCommand(loadService)} {
+	for _, c := range []*cobra.Command{newServeCommand(), newDevCommand(), newMigrateCommand(), newReplayCommand(), newAPIKeysCommand(loadService), newBenchCommand()} {
 		c.GroupID = "service"
 		root.AddCommand(c)
 	}
