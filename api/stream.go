@@ -67,7 +67,8 @@ type StreamOptions struct {
 }
 
 // DefaultCredentialCheckInterval is StreamOptions.CredentialCheckInterval's
-// default: one indexed lookup per open stream every 5 s.
+// default: every 5 s, one indexed query for all of a process's open
+// streams (see credentialWatch).
 const DefaultCredentialCheckInterval = 5 * time.Second
 
 // bridge is the stream bridge's part of the options (stream.Options); the
