@@ -311,13 +311,15 @@ func (p *publisher) close() {
 // the run's log keeps the attempt's order and applies each batch once.
 // Without keep it is close, and returns nil.
 func (p *publisher) finish(keep bool) *models.EventBatch {
-	if _, saturated := p.a.flushInterval(); keep && p.streamed() && p.canDeliver() && !saturated {
+	if keep && p.streamed() && p.canDeliver() {
 		// A streaming answer's last deltas go by update too: pushed, they
 		// reach the streams now; in the result they would wait for the
 		// next activity's announcement and a query. It costs one more
 		// workflow task per streamed call, against a dozen a second while
-		// it streams. Not while deliveries are slow: the call's end would
-		// wait for that update, and the server's queue is what is short.
+		// it streams. Also while deliveries are slow (a lengthened flush
+		// interval): kept in the result then, the tail of every answer
+		// waited for a query behind the same queue, and the tokens' p99
+		// grew (docs/performance.md, issue 28 round 4).
 		keep = false
 	}
 	if !keep {
