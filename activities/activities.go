@@ -66,6 +66,10 @@ type Activities struct {
 	// slowUpdatesUntil (unix nanoseconds) holds batches to signals after
 	// an update was slow (see slowUpdate).
 	slowUpdatesUntil atomic.Int64
+	// deliveryEWMA (nanoseconds) is the moving average of the process's
+	// event update latencies, which the flush interval follows (see
+	// flushInterval).
+	deliveryEWMA atomic.Int64
 	// Webhooks delivers run events to the tenants' webhook endpoints;
 	// nil delivers none.
 	Webhooks *Webhooks

@@ -170,3 +170,87 @@ func TestPublisherSignalsWhileUpdatesAreSlow(t *testing.T) {
 		t.Fatalf("the log's text = %q, want %q", text, want)
 	}
 }
+
+// TestBatchesGrowWhileUpdatesAreSlow (issue 28): the flush interval follows
+// the updates' latency, so slower updates (below slowUpdate: no fallback to
+// signals) make fewer, larger batches of the same text, nothing lost or
+// repeated; the process reports the lengthened interval as saturation.
+func TestBatchesGrowWhileUpdatesAreSlow(t *testing.T) {
+	respond := func(delay time.Duration) (*fakeRunLog, *Activities) {
+		run := &fakeRunLog{delay: delay}
+		acts := streamingActivities(run, 60) // 600 ms of tokens, flushed every 20 ms
+		res, err := acts.Respond(context.Background(), respondInput("r1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		run.mu.Lock()
+		defer run.mu.Unlock()
+		if res.Events != nil {
+			run.log.ApplyBatch(*res.Events)
+		}
+		var text string
+		for _, e := range run.log.Events {
+			if e.Event.Action == models.ActionStream {
+				text += e.Data["content"].(string)
+			}
+		}
+		if want := strings.Repeat("tok ", 60); text != want {
+			t.Fatalf("update delay %v: the log's text = %q, want %q", delay, text, want)
+		}
+		if run.signals != 0 {
+			t.Fatalf("update delay %v: %d signals; want updates only", delay, run.signals)
+		}
+		return run, acts
+	}
+	fast, fastActs := respond(0)
+	slow, slowActs := respond(40 * time.Millisecond)
+	t.Logf("updates: %d with instant updates, %d with 40 ms updates", fast.updates, slow.updates)
+	if _, saturated := fastActs.flushInterval(); saturated {
+		t.Errorf("instant updates: the flush interval is lengthened")
+	}
+	iv, saturated := slowActs.flushInterval()
+	if !saturated || iv < 60*time.Millisecond {
+		t.Errorf("40 ms updates: flush interval %v (lengthened %v); want about 80 ms, lengthened", iv, saturated)
+	}
+	// At a fixed 20 ms the slow updates would go every 40 ms (one in
+	// flight at a time): 15 batches for 600 ms. Following the latency,
+	// every 80 ms: about 8.
+	if slow.updates > 11 {
+		t.Errorf("%d updates with 40 ms updates; want at most 11 (every twice the latency)", slow.updates)
+	}
+	if fast.updates <= slow.updates {
+		t.Errorf("%d updates with instant updates, %d with 40 ms ones; want fewer when slow", fast.updates, slow.updates)
+	}
+}
+
+// TestFlushIntervalBounds: the interval is the configured one while
+// updates are quick, twice their moving average when that is longer, and
+// never more than maxFlushInterval.
+func TestFlushIntervalBounds(t *testing.T) {
+	a := &Activities{FlushInterval: 100 * time.Millisecond}
+	if iv, sat := a.flushInterval(); iv != 100*time.Millisecond || sat {
+		t.Fatalf("no deliveries yet: %v %v", iv, sat)
+	}
+	a.deliveryTook(30 * time.Millisecond)
+	if iv, sat := a.flushInterval(); iv != 100*time.Millisecond || sat {
+		t.Fatalf("30 ms deliveries: %v %v; want the configured 100 ms", iv, sat)
+	}
+	for range 20 {
+		a.deliveryTook(200 * time.Millisecond)
+	}
+	if iv, sat := a.flushInterval(); iv < 380*time.Millisecond || iv > 400*time.Millisecond || !sat {
+		t.Fatalf("200 ms deliveries: %v %v; want about 400 ms, lengthened", iv, sat)
+	}
+	for range 20 {
+		a.deliveryTook(5 * time.Second)
+	}
+	if iv, _ := a.flushInterval(); iv != maxFlushInterval {
+		t.Fatalf("5 s deliveries: %v; want the cap %v", iv, maxFlushInterval)
+	}
+	for range 40 {
+		a.deliveryTook(10 * time.Millisecond)
+	}
+	if iv, sat := a.flushInterval(); iv != 100*time.Millisecond || sat {
+		t.Fatalf("quick again: %v %v; want back to 100 ms", iv, sat)
+	}
+}

@@ -65,6 +65,58 @@ const updateTimeout = time.Second
 // they are signalled to the run.
 const DefaultFlushInterval = 100 * time.Millisecond
 
+// The flush interval follows the event updates' latency, so that a
+// saturated server gets fewer, larger batches instead of a queue: while
+// the moving average of the process's update latencies (L) is short the
+// interval is the configured one (EVENT_FLUSH_INTERVAL); past it, it is
+// flushFactor × L, at most maxFlushInterval. Each attempt has one batch
+// in flight at a time, so a batch leaves every max(interval, L): with 100
+// streaming calls on a 2-core dev server, a fixed 100 ms asked for 1,000
+// updates a second, updates queued past 250 ms and the process fell back
+// to unpaced signals, the costlier path (each needs a query to reach the
+// streams). A delta then waits about L in its batch and L on its way,
+// under a second at most while L stays under maxFlushInterval / 2.
+const (
+	flushFactor      = 2
+	maxFlushInterval = time.Second
+	// deliveryWeight is the weight of a new latency in the average (1/4):
+	// a few batches move it, one slow batch does not.
+	deliveryWeight = 4
+)
+
+// flushInterval is the current longest wait of streamed deltas, and
+// whether it is lengthened (the deliveries are slow: saturation).
+func (a *Activities) flushInterval() (time.Duration, bool) {
+	base := a.FlushInterval
+	if base <= 0 {
+		base = DefaultFlushInterval
+	}
+	iv := flushFactor * time.Duration(a.deliveryEWMA.Load())
+	if iv <= base {
+		return base, false
+	}
+	return min(iv, maxFlushInterval), true
+}
+
+// deliveryTook feeds one update's latency into the moving average.
+func (a *Activities) deliveryTook(took time.Duration) {
+	for {
+		old := a.deliveryEWMA.Load()
+		next := old + (int64(took)-old)/deliveryWeight
+		if old == 0 {
+			next = int64(took)
+		}
+		if a.deliveryEWMA.CompareAndSwap(old, next) {
+			break
+		}
+	}
+	if a.Metrics != nil {
+		a.Metrics.EventDelivered(took)
+		iv, saturated := a.flushInterval()
+		a.Metrics.EventFlush(iv, saturated)
+	}
+}
+
 // publisher sends one activity attempt's events to its run's workflow.
 //
 // Deltas of a streaming answer are coalesced: consecutive deltas of one
@@ -119,10 +171,12 @@ type publisher struct {
 	// latest went: they pace a long stream (signalGap).
 	signals    int
 	lastSignal time.Time
-	interval   time.Duration
-	wake       chan struct{}
-	done       chan struct{}
-	stopped    chan struct{}
+	// lastFlush is when the latest batch started on its way.
+	lastFlush time.Time
+	interval  time.Duration
+	wake      chan struct{}
+	done      chan struct{}
+	stopped   chan struct{}
 }
 
 func (a *Activities) newPublisher(ctx context.Context, runID string) *publisher {
@@ -262,7 +316,10 @@ func (p *publisher) finish(keep bool) *models.EventBatch {
 		// reach the streams now; in the result they would wait for the
 		// next activity's announcement and a query. It costs one more
 		// workflow task per streamed call, against a dozen a second while
-		// it streams.
+		// it streams. Also while deliveries are slow (a lengthened flush
+		// interval): kept in the result then, the tail of every answer
+		// waited for a query behind the same queue, and the tokens' p99
+		// grew (docs/performance.md, issue 28 round 4).
 		keep = false
 	}
 	if !keep {
@@ -301,12 +358,20 @@ func (p *publisher) run(ctx context.Context, interval time.Duration) {
 	// a call, as it starts.
 	announce := time.NewTimer(startAnnounceDelay)
 	defer announce.Stop()
-	t := time.NewTicker(interval)
+	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-p.wake:
 		case <-t.C:
+			// The interval follows the deliveries' latency (flushInterval),
+			// counted from the start of the last batch.
+			iv, _ := p.a.flushInterval()
+			if wait := iv - time.Since(p.lastFlush); wait > 0 {
+				t.Reset(wait)
+				continue
+			}
+			t.Reset(iv)
 		case <-announce.C:
 			if !p.announced.Load() {
 				p.a.notifyRun(ctx, p.runID)
@@ -374,6 +439,7 @@ func (p *publisher) flush(ctx context.Context) {
 	p.seq++
 	seq := p.seq
 	p.mu.Unlock()
+	p.lastFlush = time.Now()
 	batch := models.EventBatch{Producer: p.producer, Seq: seq, Events: events}
 	if !p.deliver(ctx, batch) {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -440,7 +506,11 @@ func (p *publisher) deliver(ctx context.Context, batch models.EventBatch) bool {
 	defer cancel()
 	start := time.Now()
 	d, err := sink.DeliverEvents(uctx, p.runID, batch)
-	if took := time.Since(start); took > slowUpdate || errors.Is(err, context.DeadlineExceeded) {
+	took := time.Since(start)
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		p.a.deliveryTook(took)
+	}
+	if took > slowUpdate || errors.Is(err, context.DeadlineExceeded) {
 		p.a.slowUpdatesUntil.Store(time.Now().Add(slowUpdateBackoff).UnixNano())
 		p.a.logger(ctx).Debug("event updates are slow; signalling for a while", "took", took, "error", err)
 	}

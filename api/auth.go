@@ -261,15 +261,18 @@ func (s *Server) authenticate(c *gin.Context) {
 		p = auth.Anonymous()
 	case known && r.streamToken && c.Query("token") != "":
 		token, runID := c.Query("token"), c.Param("id")
-		var err error
-		if p, err = s.streamTokenPrincipal(c.Request.Context(), token, runID); err != nil {
+		var (
+			err  error
+			info streamTokenInfo
+		)
+		if p, info, err = s.streamTokenPrincipal(c.Request.Context(), token, runID); err != nil {
 			s.refuse(c, err)
 			return
 		}
-		c.Set(credentialCheckKey, credentialCheck(func(ctx context.Context) error {
-			_, err := s.streamTokenPrincipal(ctx, token, runID)
+		c.Set(credentialCheckKey, streamCredential{keyID: info.KeyID, expires: info.ExpiresAt, check: func(ctx context.Context) error {
+			_, _, err := s.streamTokenPrincipal(ctx, token, runID)
 			return err
-		}))
+		}})
 	default:
 		cred, err := bearer(c.Request)
 		if err == nil {
@@ -289,10 +292,10 @@ func (s *Server) authenticate(c *gin.Context) {
 			// cannot be revoked here, and its expiry must not cut a stream
 			// that its client will reopen with a fresh token anyway).
 			authn := s.access.Authenticator
-			c.Set(credentialCheckKey, credentialCheck(func(ctx context.Context) error {
+			c.Set(credentialCheckKey, streamCredential{keyID: p.KeyID, check: func(ctx context.Context) error {
 				_, err := authn.Authenticate(ctx, cred)
 				return err
-			}))
+			}})
 		}
 	}
 	c.Request = c.Request.WithContext(auth.WithPrincipal(c.Request.Context(), p))
@@ -304,15 +307,15 @@ func (s *Server) authenticate(c *gin.Context) {
 }
 
 // credentialCheckKey holds, in a request's gin context, the request's
-// credentialCheck (none with AUTH_MODE=off).
+// streamCredential (none with AUTH_MODE=off).
 const credentialCheckKey = "api.credential_check"
 
 // credentialCheck authenticates a request's credential again: nil while it
 // is valid, auth.ErrInvalidCredentials once it is revoked or expired (or,
 // for a stream token, once the key that issued it is), another error when
-// that cannot be told (the database is down). Event streams call it every
-// StreamOptions.CredentialCheckInterval, so that revoking a key ends the
-// streams opened with it or with its stream tokens.
+// that cannot be told (the database is down). Event streams use it only
+// when the server has no store; otherwise the credential watch asks the
+// store about all open streams' keys at once (see credentialWatch).
 type credentialCheck func(ctx context.Context) error
 
 // refuse answers an authentication failure: 401 for bad credentials, the

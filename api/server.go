@@ -88,7 +88,9 @@ type Server struct {
 	router       *gin.Engine
 	streams      *stream.Hub
 	streamOpts   StreamOptions
-	tools        ToolCatalog
+	// credWatch rechecks the open streams' credentials.
+	credWatch *credentialWatch
+	tools     ToolCatalog
 	// mcpStdioCommands is Options.MCPStdioCommands.
 	mcpStdioCommands []string
 	mcpProbe         MCPProbe
@@ -149,6 +151,10 @@ func NewServer(opts Options) *Server {
 	}
 	s.streams = newHub(opts, s.log)
 	s.streamOpts = opts.Stream.withDefaults()
+	s.credWatch = &credentialWatch{every: s.streamOpts.CredentialCheckInterval, log: s.log}
+	if opts.Store != nil {
+		s.credWatch.invalid = opts.Store.InvalidAPIKeys
+	}
 	s.readiness = Readiness{Temporal: opts.Health, Info: opts.ReadinessInfo}
 	if opts.Store != nil {
 		s.readiness.Database = HealthCheckFunc(opts.Store.Ping)

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"strconv"
@@ -13,7 +12,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/op-stack/executor/agui"
-	"github.com/op-stack/executor/auth"
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/stream"
 	"github.com/op-stack/executor/stream/spec001"
@@ -69,7 +67,8 @@ type StreamOptions struct {
 }
 
 // DefaultCredentialCheckInterval is StreamOptions.CredentialCheckInterval's
-// default: one indexed lookup per open stream every 5 s.
+// default: every 5 s, one indexed query for all of a process's open
+// streams (see credentialWatch).
 const DefaultCredentialCheckInterval = 5 * time.Second
 
 // bridge is the stream bridge's part of the options (stream.Options); the
@@ -301,40 +300,26 @@ func (s *Server) serveStream(c *gin.Context, id string, after *int64, format, tr
 }
 
 // watchCredential returns ctx cancelled once the request's credential
-// (its credentialCheck) is found invalid: revoked, expired, or a stream
-// token whose key was revoked. It checks every CredentialCheckInterval; a
-// check that fails otherwise (the database is down) leaves the stream
-// open, as an outage is no revocation. stop ends the watch.
+// (its streamCredential) is found invalid: revoked, expired, or a stream
+// token whose key was revoked or that expired. The server's credential
+// watch checks every open stream's credential together, every
+// CredentialCheckInterval; a check that fails otherwise (the database is
+// down) leaves the stream open, as an outage is no revocation. stop ends
+// the watch.
 func (s *Server) watchCredential(c *gin.Context, ctx context.Context, runID string) (_ context.Context, stop func()) {
-	v, _ := c.Get(credentialCheckKey)
-	check, _ := v.(credentialCheck)
-	if check == nil {
+	v, ok := c.Get(credentialCheckKey)
+	cred, _ := v.(streamCredential)
+	if !ok {
 		return ctx, func() {}
 	}
-	// Read now: gin reuses c once the handler returns.
-	keyID := principal(c).KeyID
 	ctx, cancel := context.WithCancel(ctx)
-	every := s.streamOpts.CredentialCheckInterval
-	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			cctx, ccancel := context.WithTimeout(ctx, every)
-			err := check(cctx)
-			ccancel()
-			if errors.Is(err, auth.ErrInvalidCredentials) {
-				s.log.InfoContext(ctx, "event stream ended: its credential was revoked or expired", "run_id", runID, "key_id", keyID)
-				cancel()
-				return
-			}
-		}
-	}()
-	return ctx, cancel
+	// The key id is read now: gin reuses c once the handler returns.
+	ws := &watchedStream{cred: cred, runID: runID, logKey: principal(c).KeyID, cancel: cancel}
+	s.credWatch.add(ws)
+	return ctx, func() {
+		s.credWatch.remove(ws)
+		cancel()
+	}
 }
 
 // CloseStreams makes every open event stream write a final comment with a

@@ -94,21 +94,26 @@ func (s *Server) v1CreateStreamToken(c *gin.Context) {
 	s.writeError(c, err)
 }
 
+// streamTokenInfo is what a valid stream token grants.
+type streamTokenInfo = store.StreamTokenInfo
+
 // streamTokenPrincipal checks a stream token for the run in the path: an
 // unknown or expired token, or one of another run, is invalid credentials.
-func (s *Server) streamTokenPrincipal(ctx context.Context, token, pathRunID string) (auth.Principal, error) {
+// It returns the token's record too, for the credential watch.
+func (s *Server) streamTokenPrincipal(ctx context.Context, token, pathRunID string) (auth.Principal, streamTokenInfo, error) {
 	if !strings.HasPrefix(token, StreamTokenPrefix) || s.store == nil {
-		return auth.Principal{}, auth.ErrInvalidCredentials
+		return auth.Principal{}, streamTokenInfo{}, auth.ErrInvalidCredentials
 	}
-	runID, tenant, expires, err := s.store.StreamToken(ctx, auth.HashSecret(token))
+	info, err := s.store.StreamTokenInfo(ctx, auth.HashSecret(token))
 	if errors.Is(err, store.ErrStreamTokenNotFound) {
-		return auth.Principal{}, auth.ErrInvalidCredentials
+		return auth.Principal{}, info, auth.ErrInvalidCredentials
 	}
 	if err != nil {
-		return auth.Principal{}, err
+		return auth.Principal{}, info, err
 	}
-	if !time.Now().Before(expires) || runID != strings.TrimSpace(pathRunID) {
-		return auth.Principal{}, auth.ErrInvalidCredentials
+	if !time.Now().Before(info.ExpiresAt) || info.RunID != strings.TrimSpace(pathRunID) {
+		return auth.Principal{}, info, auth.ErrInvalidCredentials
 	}
-	return auth.Principal{Tenant: tenant, Scopes: []auth.Scope{auth.ScopeRunsRead}, Method: auth.MethodStreamToken, KeyID: "stream:" + runID, RunID: runID}, nil
+	runID := info.RunID
+	return auth.Principal{Tenant: info.Tenant, Scopes: []auth.Scope{auth.ScopeRunsRead}, Method: auth.MethodStreamToken, KeyID: "stream:" + runID, RunID: runID}, info, nil
 }

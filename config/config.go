@@ -55,13 +55,16 @@ type Config struct {
 	// default, and only accepted with /metrics off the API's address.
 	MetricsTenantLabel bool
 
-	TemporalAddress   string
-	TemporalNamespace string
-	TaskQueue         string
-	TemporalCLI       string
-	DevServerPort     int
-	DevServerUIPort   int
-	DevServerTuned    bool
+	TemporalAddress string
+	// TemporalCompression is TEMPORAL_GRPC_COMPRESSION: "auto" (none to a
+	// loopback address, gzip elsewhere), "gzip" or "none".
+	TemporalCompression string
+	TemporalNamespace   string
+	TaskQueue           string
+	TemporalCLI         string
+	DevServerPort       int
+	DevServerUIPort     int
+	DevServerTuned      bool
 	// TemporalSearchAttributes is auto, true or false.
 	TemporalSearchAttributes string
 
@@ -306,6 +309,14 @@ var vars = []Var{
 	{"METRICS_ADDR", "", "Address of a separate listener for `/metrics`, `/healthz` and `/readyz`, e.g. `:9090`; `/metrics` then stays off `HTTP_ADDR`. Empty: `/metrics` on `HTTP_ADDR` when the process runs the API, else (`serve -role worker`) on `:9090`. `off`: no `/metrics` anywhere.", func(c *Config, v string) error { c.MetricsAddr = strings.TrimSpace(v); return nil }},
 	{"METRICS_TENANT_LABEL", "false", "Label `executor_llm_cost_usd_total` by tenant as well as by model. Off by default because `/metrics` needs no key and would tell whoever reaches it every tenant's name and spend; `true` is only accepted with `/metrics` on an operator-only listener (`METRICS_ADDR` set, or a worker-only process), never on `HTTP_ADDR`.", boolVar(func(c *Config, b bool) { c.MetricsTenantLabel = b })},
 	{"TEMPORAL_ADDRESS", "", "Temporal frontend `host:port`. `executor dev` starts a dev server when it is empty; `executor serve` then uses `127.0.0.1:7233`.", func(c *Config, v string) error { c.TemporalAddress = v; return nil }},
+	{"TEMPORAL_GRPC_COMPRESSION", "auto", "Compression of the gRPC requests to Temporal: `gzip`, `none`, or `auto` (none when `TEMPORAL_ADDRESS` is a loopback address, where gzip only costs CPU on both sides; gzip otherwise).", func(c *Config, v string) error {
+		switch v {
+		case "auto", "gzip", "none":
+			c.TemporalCompression = v
+			return nil
+		}
+		return fmt.Errorf("want auto, gzip or none, got %q", v)
+	}},
 	{"TEMPORAL_NAMESPACE", "default", "Temporal namespace of runs.", func(c *Config, v string) error { c.TemporalNamespace = v; return nil }},
 	{"TEMPORAL_TASK_QUEUE", "op-stack-executor", "Task queue the worker polls and runs are started on.", func(c *Config, v string) error { c.TaskQueue = v; return nil }},
 	{"TEMPORAL_CLI", "./bin/temporal", "temporal CLI binary `executor dev` starts the dev server with (`make run` builds it).", func(c *Config, v string) error { c.TemporalCLI = v; return nil }},
@@ -410,7 +421,7 @@ var vars = []Var{
 	{"ARTIFACT_RUN_MAX_BYTES", "104857600", "Most bytes of files one run may store, over all its agents; a file that would go over is not stored (`ARTIFACT_TOO_LARGE`).", intVar(func(c *Config, n int) { c.ArtifactRunMaxBytes = int64(n) })},
 	{"TOOL_CALL_TIMEOUT", "2m", "Longest one tool call (one attempt of its activity) may take; a call that times out on every attempt is an error result for the model (the agent goes on).", durationVar(func(c *Config, d time.Duration) { c.ToolCallTimeout = d })},
 	{"APPROVAL_TIMEOUT", "0", "How long an approval gate waits for a person when its agent sets no `approval_timeout`; then the agent's `approval_default` (reject unless it says approve) decides. 0: a gate waits until someone decides.", nonNegativeDurationVar(func(c *Config, d time.Duration) { c.ApprovalTimeout = d })},
-	{"EVENT_FLUSH_INTERVAL", "100ms", "Longest an activity holds streamed deltas before signalling them to the run's workflow (the first delta of a call goes after 5 ms, so a fast answer goes in one batch).", durationVar(func(c *Config, d time.Duration) { c.EventFlushInterval = d })},
+	{"EVENT_FLUSH_INTERVAL", "100ms", "Longest an activity holds streamed deltas before sending them to the run's workflow (the first delta of a call goes after 2 ms, so a fast answer goes in one batch); under load it grows to twice the event updates' latency, at most 1 s.", durationVar(func(c *Config, d time.Duration) { c.EventFlushInterval = d })},
 	{"SSE_NOTIFY", NotifyAuto, "How the API's poller of a live run learns that the run has new events. `auto`: a process that runs both the worker and the API (`serve -role all`, `executor dev`) is notified in process; on PostgreSQL (`DATABASE_URL`) workers also send `NOTIFY executor_events` and API processes `LISTEN` on a connection of their own. `local`: in process only. `off`: no notifications. A poller without notifications polls (`SSE_POLL_INTERVAL`).", func(c *Config, v string) error {
 		switch v = strings.ToLower(strings.TrimSpace(v)); v {
 		case NotifyAuto, NotifyLocal, NotifyOff:

@@ -230,7 +230,8 @@ func newEnv(t testing.TB, rules []llmfake.Rule, opts ...envOption) *testEnv {
 	}
 	// The Temporal SDK's own logs (the worker's activity failures among
 	// them) go with the service's.
-	e.temporal, err = client.Dial(client.Options{HostPort: cfg.TemporalAddress, Logger: temporallog.NewStructuredLogger(e.log)})
+	e.temporal, err = client.Dial(client.Options{HostPort: cfg.TemporalAddress, Logger: temporallog.NewStructuredLogger(e.log),
+		ConnectionOptions: client.ConnectionOptions{GrpcCompression: app.TemporalCompression(cfg)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,6 +139,32 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string) error {
 	return nil
 }
 
+// invalidKeysChunk bounds the ids of one InvalidAPIKeys query (SQLite
+// takes at most 32,766 parameters; PostgreSQL 65,535).
+const invalidKeysChunk = 5000
+
+// InvalidAPIKeys returns those of ids whose key is revoked, or expired at
+// now: one indexed query per 5,000 ids, so that a process rechecks the
+// keys behind all of its open streams at once (api's credential watch).
+// An id the store does not know is not returned: keys are never deleted,
+// so such an id is not a stored key's.
+func (s *Store) InvalidAPIKeys(ctx context.Context, ids []string, now time.Time) ([]string, error) {
+	var out []string
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), invalidKeysChunk)]
+		ids = ids[len(chunk):]
+		var found []string
+		err := s.db.WithContext(ctx).Model(&apiKeyRow{}).
+			Where("id IN ? AND (revoked_at IS NOT NULL OR (expires_at IS NOT NULL AND expires_at <= ?))", chunk, dbTime(now)).
+			Pluck("id", &found).Error
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, found...)
+	}
+	return out, nil
+}
+
 // KeyLookup adapts APIKeyByHash to auth.Keys: an unknown hash is
 // auth.ErrKeyNotFound, any other failure is returned as it is.
 func (s *Store) KeyLookup() auth.KeyLookup {

@@ -73,7 +73,18 @@ var DefaultPool = Pool{MaxOpen: 20, MaxIdle: 10, MaxLifetime: 30 * time.Minute}
 // Option configures Open.
 type Option func(*openOptions)
 
-type openOptions struct{ pool Pool }
+type openOptions struct {
+	pool   Pool
+	logger logger.Interface
+}
+
+// WithSQLLogger hands every SQL statement the store runs to l (gorm's
+// logger interface; its Trace method sees each statement), instead of
+// discarding them: for tracing a deployment's queries, and for tests that
+// count them.
+func WithSQLLogger(l logger.Interface) Option {
+	return func(o *openOptions) { o.logger = l }
+}
 
 // WithPool sets the PostgreSQL connection pool (DefaultPool otherwise).
 // Zero fields keep DefaultPool's value. SQLite ignores it: it always uses
@@ -95,7 +106,7 @@ func WithPool(p Pool) Option {
 // Open connects to databaseURL (a postgres:// URL) or, when it is empty, to
 // the SQLite file sqlitePath, creating its directory. It does not migrate.
 func Open(databaseURL, sqlitePath string, opts ...Option) (*Store, error) {
-	o := openOptions{pool: DefaultPool}
+	o := openOptions{pool: DefaultPool, logger: logger.Discard}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -103,7 +114,7 @@ func Open(databaseURL, sqlitePath string, opts ...Option) (*Store, error) {
 		o.pool.MaxIdle = o.pool.MaxOpen
 	}
 	cfg := &gorm.Config{
-		Logger:         logger.Discard,
+		Logger:         o.logger,
 		NowFunc:        func() time.Time { return time.Now().UTC() },
 		TranslateError: true,
 	}

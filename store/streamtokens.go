@@ -58,28 +58,43 @@ func (s *Store) CreateKeyStreamToken(ctx context.Context, hash, runID, tenant, k
 // just like an unknown one, so callers need not check either themselves;
 // expiresAt lets a stream end when its token does.
 func (s *Store) StreamToken(ctx context.Context, hash string) (runID, tenant string, expiresAt time.Time, err error) {
+	t, err := s.StreamTokenInfo(ctx, hash)
+	return t.RunID, t.Tenant, t.ExpiresAt, err
+}
+
+// StreamTokenInfo is what a valid stream token grants.
+type StreamTokenInfo struct {
+	RunID, Tenant string
+	// KeyID is the API key that issued the token ("" for none): a stream
+	// opened with the token ends when that key is revoked or expires.
+	KeyID     string
+	ExpiresAt time.Time
+}
+
+// StreamTokenInfo is StreamToken with the issuing key's id as well.
+func (s *Store) StreamTokenInfo(ctx context.Context, hash string) (StreamTokenInfo, error) {
 	var row streamTokenRow
 	if err := s.db.WithContext(ctx).Take(&row, "hash = ?", hash).Error; err != nil {
 		if notFound(err) {
-			return "", "", time.Time{}, ErrStreamTokenNotFound
+			return StreamTokenInfo{}, ErrStreamTokenNotFound
 		}
-		return "", "", time.Time{}, err
+		return StreamTokenInfo{}, err
 	}
 	now := time.Now()
 	if !now.Before(row.ExpiresAt) {
-		return "", "", time.Time{}, ErrStreamTokenNotFound
+		return StreamTokenInfo{}, ErrStreamTokenNotFound
 	}
 	if row.KeyID != "" {
 		var key apiKeyRow
 		if err := s.db.WithContext(ctx).Take(&key, "id = ?", row.KeyID).Error; err != nil {
 			if notFound(err) {
-				return "", "", time.Time{}, ErrStreamTokenNotFound
+				return StreamTokenInfo{}, ErrStreamTokenNotFound
 			}
-			return "", "", time.Time{}, err
+			return StreamTokenInfo{}, err
 		}
 		if key.RevokedAt != nil || (key.ExpiresAt != nil && !now.Before(*key.ExpiresAt)) {
-			return "", "", time.Time{}, ErrStreamTokenNotFound
+			return StreamTokenInfo{}, ErrStreamTokenNotFound
 		}
 	}
-	return row.RunID, row.TenantID, row.ExpiresAt.UTC(), nil
+	return StreamTokenInfo{RunID: row.RunID, Tenant: row.TenantID, KeyID: row.KeyID, ExpiresAt: row.ExpiresAt.UTC()}, nil
 }

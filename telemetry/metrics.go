@@ -49,6 +49,9 @@ type Metrics struct {
 	httpDuration       *prometheus.HistogramVec
 	eventsPublished    *prometheus.CounterVec
 	eventPublishErrors prometheus.Counter
+	eventDelivery      prometheus.Histogram
+	eventFlush         prometheus.Gauge
+	eventSaturated     prometheus.Gauge
 	llmCalls           *prometheus.CounterVec
 	llmTokens          *prometheus.CounterVec
 	llmCost            *prometheus.CounterVec
@@ -103,6 +106,19 @@ func NewMetricsWith(reg prometheus.Registerer, opts MetricsOptions) *Metrics {
 			Namespace: Namespace, Name: "event_publish_errors_total",
 			Help: "Event batches that activities failed to deliver to their run's workflow.",
 		}),
+		eventDelivery: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "event_delivery_seconds",
+			Help:    "Time for an event batch's update to be applied by its run's workflow (the worker's and Temporal's queue of workflow tasks included).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}),
+		eventFlush: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "event_flush_interval_seconds",
+			Help: "How long streamed deltas wait, at most, before they are sent to their run's workflow: EVENT_FLUSH_INTERVAL, lengthened while event deliveries are slow.",
+		}),
+		eventSaturated: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "event_delivery_saturated",
+			Help: "1 while event deliveries are slow enough that the flush interval is lengthened (the workers or the Temporal server are saturated), else 0.",
+		}),
 		llmCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "llm_calls_total",
 			Help: "LLM call attempts, by model, provider and outcome (ok, error, cancelled).",
@@ -132,7 +148,7 @@ func NewMetricsWith(reg prometheus.Registerer, opts MetricsOptions) *Metrics {
 		streams:  newStreamCollector(),
 		circuits: newCircuitCollector(),
 	}
-	reg.MustRegister(m.httpRequests, m.httpDuration, m.eventsPublished, m.eventPublishErrors,
+	reg.MustRegister(m.httpRequests, m.httpDuration, m.eventsPublished, m.eventPublishErrors, m.eventDelivery, m.eventFlush, m.eventSaturated,
 		m.llmCalls, m.llmTokens, m.llmCost, m.llmDuration, m.llmFirstToken, m.runsFinished, m.streams, m.circuits)
 	return m
 }
@@ -153,6 +169,28 @@ func (m *Metrics) EventPublished(category, action string) {
 		return
 	}
 	m.eventsPublished.WithLabelValues(category, action).Inc()
+}
+
+// EventDelivered records how long one event update took.
+func (m *Metrics) EventDelivered(took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.eventDelivery.Observe(took.Seconds())
+}
+
+// EventFlush records the current flush interval of streamed deltas, and
+// whether it is lengthened because deliveries are slow (saturation).
+func (m *Metrics) EventFlush(interval time.Duration, saturated bool) {
+	if m == nil {
+		return
+	}
+	m.eventFlush.Set(interval.Seconds())
+	v := 0.0
+	if saturated {
+		v = 1
+	}
+	m.eventSaturated.Set(v)
 }
 
 // EventPublishFailed records a batch that could not be delivered.

@@ -87,6 +87,8 @@ func dialTemporal(ctx context.Context, cfg config.Config, log *slog.Logger, tel 
 		HostPort:  cfg.TemporalAddress,
 		Namespace: cfg.TemporalNamespace,
 		Logger:    temporallog.NewStructuredLogger(slog.New(sdkLogHandler{log.Handler()}).With("component", "temporal")),
+		// TEMPORAL_GRPC_COMPRESSION: none on loopback by default.
+		ConnectionOptions: client.ConnectionOptions{GrpcCompression: app.TemporalCompression(cfg)},
 	}
 	// The SDK's metrics (temporal_*) go to the same registry as the
 	// service's; with tracing on, the SDK's tracing interceptor traces the
