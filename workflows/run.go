@@ -1298,6 +1298,7 @@ func (w *runWorkflow) applyBatch(b models.EventBatch) []models.Event {
 		// An earlier batch of its producer is on its way (taken by a
 		// selector of a coroutine that has not run yet, most often):
 		// applied now, it would make that one a repeat.
+		workflow.GetLogger(w.root).Debug("event batch held for an earlier one", "producer", b.Producer, "seq", b.Seq)
 		w.state.Log.Hold(b, w.historyLength())
 		w.releaseHeld(false)
 		return nil
