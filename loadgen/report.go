@@ -30,13 +30,13 @@ type Report struct {
 	Failed int `json:"failed"`
 	// Checked counts streams compared with their stored log; CheckFailed
 	// those that were not gap-free, equal and without duplicate.
-	Checked     int      `json:"checked"`
-	CheckFailed int      `json:"check_failed"`
+	Checked     int `json:"checked"`
+	CheckFailed int `json:"check_failed"`
 	// TokenCheckFailed counts runs whose stream did not carry each of
 	// the model's tokens exactly once (fake model): the contract wants
 	// every token on the stream, so such a run fails the benchmark.
-	TokenCheckFailed int `json:"token_check_failed"`
-	Problems    []string `json:"problems,omitempty"`
+	TokenCheckFailed int      `json:"token_check_failed"`
+	Problems         []string `json:"problems,omitempty"`
 
 	// WallS is the whole benchmark's wall time (warm-up excluded);
 	// RunsPerSecond is Runs ÷ WallS.
