@@ -371,3 +371,27 @@ func TestCompare(t *testing.T) {
 		t.Error("an empty directory compared")
 	}
 }
+
+// TestMissingTokensFailTheReport: a completed run whose stream lacks some
+// of the model's tokens (or carries one twice) fails the benchmark, though
+// its stream equals its stored log.
+func TestMissingTokensFailTheReport(t *testing.T) {
+	run := func(id string, tokens, dup int) RunResult {
+		return RunResult{ID: id, Status: "completed", Calls: 1, TokensExpected: 60, Tokens: tokens, TokensDuplicated: dup}
+	}
+	for _, tc := range []struct {
+		name   string
+		runs   []RunResult
+		ok     bool
+		failed int
+	}{
+		{"all", []RunResult{run("a", 60, 0), run("b", 60, 0)}, true, 0},
+		{"missing", []RunResult{run("a", 60, 0), run("b", 55, 0)}, false, 1},
+		{"doubled", []RunResult{run("a", 60, 1)}, false, 1},
+	} {
+		r := newReport(Config{Runs: len(tc.runs)}, "h", tc.runs, nil, time.Second, nil, 0)
+		if r.OK != tc.ok || r.TokenCheckFailed != tc.failed || r.CheckFailed != 0 {
+			t.Errorf("%s: ok %v, token checks failed %d, stream checks failed %d; want ok %v, %d, 0", tc.name, r.OK, r.TokenCheckFailed, r.CheckFailed, tc.ok, tc.failed)
+		}
+	}
+}

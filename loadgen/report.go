@@ -21,7 +21,8 @@ type Report struct {
 	// Model describes the agents' model ("fake: …" or the real model).
 	Model string `json:"model"`
 
-	// OK: every run completed and every stream passed its check.
+	// OK: every run completed and every stream passed its checks (against
+	// the stored log and, with the fake model, against the model's tokens).
 	OK        bool `json:"ok"`
 	Completed int  `json:"completed"`
 	// Failed counts runs that did not complete (ended otherwise, or an
@@ -29,9 +30,13 @@ type Report struct {
 	Failed int `json:"failed"`
 	// Checked counts streams compared with their stored log; CheckFailed
 	// those that were not gap-free, equal and without duplicate.
-	Checked     int      `json:"checked"`
-	CheckFailed int      `json:"check_failed"`
-	Problems    []string `json:"problems,omitempty"`
+	Checked     int `json:"checked"`
+	CheckFailed int `json:"check_failed"`
+	// TokenCheckFailed counts runs whose stream did not carry each of
+	// the model's tokens exactly once (fake model): the contract wants
+	// every token on the stream, so such a run fails the benchmark.
+	TokenCheckFailed int      `json:"token_check_failed"`
+	Problems         []string `json:"problems,omitempty"`
 
 	// WallS is the whole benchmark's wall time (warm-up excluded);
 	// RunsPerSecond is Runs ÷ WallS.
@@ -122,6 +127,7 @@ func newReport(cfg Config, hid string, results, warmups []RunResult, wall time.D
 		}
 		if run.Status == "completed" && run.TokensExpected > 0 && (run.Tokens != run.TokensExpected || run.TokensDuplicated > 0) {
 			problem(run, fmt.Sprintf("the stream carried %d of the model's %d tokens (%d more than once)", run.Tokens, run.TokensExpected, run.TokensDuplicated))
+			r.TokenCheckFailed++
 		}
 		if run.warmup {
 			if run.Error != "" || run.Status != "completed" {
@@ -156,7 +162,7 @@ func newReport(cfg Config, hid string, results, warmups []RunResult, wall time.D
 	}
 	r.RunWall, r.ModelTime, r.Overhead, r.Efficiency = Summarize(walls), Summarize(models), Summarize(overheads), Summarize(effs)
 	r.TokenLatency, r.FirstToken = Summarize(tokens), Summarize(first)
-	r.OK = r.Failed == 0 && warmFailed == 0 && r.CheckFailed == 0
+	r.OK = r.Failed == 0 && warmFailed == 0 && r.CheckFailed == 0 && r.TokenCheckFailed == 0
 	return r
 }
 
@@ -210,6 +216,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintln(w, "service CPU: not measured (--pids or --proc-match)")
 	}
 	fmt.Fprintf(w, "runs: %d completed, %d failed; streams checked against the stored log: %d, %d failed\n", r.Completed, r.Failed, r.Checked, r.CheckFailed)
+	if r.TokensExpected > 0 {
+		fmt.Fprintf(w, "streams checked against the model's tokens: %d failed\n", r.TokenCheckFailed)
+	}
 	for _, p := range r.Problems {
 		fmt.Fprintln(w, "  problem:", p)
 	}

@@ -29,6 +29,81 @@ type EventLog struct {
 	// latest attempt applied (ApplyAttemptBatch); first attempts are not
 	// in it.
 	Attempts map[string]int32 `json:"attempts,omitempty"`
+	// Held keeps batches that arrived before an earlier batch of their
+	// producer (Gap), until that one is applied (NextHeld): applied at
+	// once, they would make the earlier batch look like a repeat, and its
+	// events would be dropped.
+	Held []HeldBatch `json:"held,omitempty"`
+}
+
+// HeldBatch is a batch waiting for an earlier one of its producer; At
+// marks when it arrived (the workflow's history length then).
+type HeldBatch struct {
+	Batch EventBatch `json:"batch"`
+	At    int64      `json:"at"`
+}
+
+// Gap says whether an earlier batch of b's producer has not been applied
+// yet. A run's workflow receives each producer's batches in order, but
+// may apply them out of it: a batch handed to one coroutine's selector is
+// applied only when that coroutine runs, and another coroutine (an event
+// update's handler, a parallel team turn) can apply the next batch first.
+func (l *EventLog) Gap(b EventBatch) bool {
+	return b.Seq > l.Producers[b.Producer]+1
+}
+
+// Hold keeps b until the batches before it are applied (NextHeld).
+func (l *EventLog) Hold(b EventBatch, at int64) {
+	for _, h := range l.Held {
+		if h.Batch.Producer == b.Producer && h.Batch.Seq == b.Seq {
+			return // held already
+		}
+	}
+	l.Held = append(l.Held, HeldBatch{Batch: b, At: at})
+}
+
+// NextHeld removes and returns the held batch to apply next: one whose
+// earlier batches have all been applied, or else the lowest held batch of
+// a producer whose oldest held batch is stale (stale(At) true), its gap
+// then taken as lost. Batches applied already meanwhile are dropped.
+func (l *EventLog) NextHeld(stale func(at int64) bool) (EventBatch, bool) {
+	var kept []HeldBatch
+	for _, h := range l.Held {
+		if h.Batch.Seq > l.Producers[h.Batch.Producer] {
+			kept = append(kept, h)
+		}
+	}
+	l.Held = kept
+	pick := -1
+	for i, h := range l.Held {
+		if h.Batch.Seq == l.Producers[h.Batch.Producer]+1 {
+			pick = i
+			break
+		}
+	}
+	if pick < 0 {
+		for i, h := range l.Held {
+			if !stale(h.At) {
+				continue
+			}
+			pick = i
+			for j, o := range l.Held {
+				if o.Batch.Producer == h.Batch.Producer && o.Batch.Seq < l.Held[pick].Batch.Seq {
+					pick = j
+				}
+			}
+			break
+		}
+	}
+	if pick < 0 {
+		return EventBatch{}, false
+	}
+	b := l.Held[pick].Batch
+	l.Held = append(l.Held[:pick:pick], l.Held[pick+1:]...)
+	if len(l.Held) == 0 {
+		l.Held = nil
+	}
+	return b, true
 }
 
 // Append assigns e the next sequence number and appends it.

@@ -103,3 +103,51 @@ func TestApplyAttemptBatchReportsAKeptCallOnce(t *testing.T) {
 		t.Errorf("log = %s\nwant  %s", got, want)
 	}
 }
+
+// TestHeldBatchesKeepTheirOrder: a batch held because an earlier one of its
+// producer is missing (Gap, Hold) is released once that one is applied,
+// repeats are dropped, and a stale gap releases the rest in order.
+func TestHeldBatchesKeepTheirOrder(t *testing.T) {
+	batch := func(p string, seq int) EventBatch {
+		return EventBatch{Producer: p, Seq: seq, Events: []Event{{Data: map[string]any{"content": fmt.Sprintf("%s%d", p, seq)}}}}
+	}
+	var l EventLog
+	never := func(int64) bool { return false }
+	apply := func(b EventBatch) {
+		if l.Gap(b) {
+			l.Hold(b, 1)
+			return
+		}
+		l.ApplyBatch(b)
+		for {
+			h, ok := l.NextHeld(never)
+			if !ok {
+				return
+			}
+			l.ApplyBatch(h)
+		}
+	}
+	apply(batch("p", 3))
+	apply(batch("p", 2))
+	apply(batch("p", 3)) // held already
+	apply(batch("q", 2))
+	if len(l.Held) != 3 || l.LastSequence != 0 {
+		t.Fatalf("held %d, applied %d; want 3 held, none applied", len(l.Held), l.LastSequence)
+	}
+	apply(batch("p", 1))
+	var got []string
+	for _, e := range l.Events {
+		got = append(got, e.Data["content"].(string))
+	}
+	if strings.Join(got, " ") != "p1 p2 p3" || len(l.Held) != 1 {
+		t.Fatalf("log %v, %d held; want p1 p2 p3 and q2 held", got, len(l.Held))
+	}
+	// q1 never comes: once stale, q2 is applied all the same.
+	b, ok := l.NextHeld(func(at int64) bool { return at < 2 })
+	if !ok || b.Producer != "q" || b.Seq != 2 {
+		t.Fatalf("stale release = %+v %v, want q#2", b, ok)
+	}
+	if len(l.Held) != 0 {
+		t.Fatalf("held after release: %+v", l.Held)
+	}
+}

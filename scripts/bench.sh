@@ -28,7 +28,7 @@
 # default EXECUTOR itself, scripts/bench-ab.sh passes its own), TEMPORAL_CLI (dev), BENCH_OUT (directory for each row's
 # JSON report; default a temporary one, printed), BENCH_FLAGS (more flags for
 # every `executor bench`). Exits non-zero when a row fails (a run that did
-# not complete, a stream that failed its check).
+# not complete, a stream that failed its check or lost or doubled a model token).
 set -euo pipefail
 
 exe=${1:?usage: scripts/bench.sh EXECUTOR [ROW...]}

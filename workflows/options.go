@@ -183,6 +183,13 @@ const (
 	// announced by an llm.retry before its text, a replaced attempt's late
 	// batches are dropped, and a kept answer's usage is reported once.
 	changeAttemptOrder = "attempt-order"
+	// changeBatchOrder: a batch that arrives before an earlier batch of
+	// its producer is held until that one is applied (models.EventLog.Gap,
+	// Hold, NextHeld). It was applied at once, and the earlier batch,
+	// applied next (a signal that another coroutine's selector had taken
+	// while an event update's handler ran), was dropped as a repeat:
+	// streamed text went missing from the log under load.
+	changeBatchOrder = "batch-order"
 	// changeAdmissionQueue: a run started queued (RunInput.Queue)
 	// announces lifecycle.queued and waits, idle, for admission (the admit
 	// signal, or its poll of the store) before it starts (admission.go).

@@ -74,6 +74,11 @@ type runWorkflow struct {
 	// attemptOrder keeps an LLM call's attempts apart in the log
 	// (changeAttemptOrder).
 	attemptOrder bool
+	// batchOrder applies each producer's batches in their order, holding
+	// one that arrives early (changeBatchOrder); root is the workflow's
+	// context, for the history length that dates a held batch.
+	batchOrder bool
+	root       workflow.Context
 	// admissionQueue lets a run started queued wait for admission
 	// (changeAdmissionQueue); queued is set while it waits.
 	admissionQueue bool
@@ -116,6 +121,8 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	w.idleFlush = workflow.GetVersion(ctx, changeIdleFlush, workflow.DefaultVersion, 1) == 1
 	w.standIn = workflow.GetVersion(ctx, changeSupervisorStandIn, workflow.DefaultVersion, 1) == 1
 	w.attemptOrder = workflow.GetVersion(ctx, changeAttemptOrder, workflow.DefaultVersion, 1) == 1
+	w.batchOrder = workflow.GetVersion(ctx, changeBatchOrder, workflow.DefaultVersion, 1) == 1
+	w.root = ctx
 	if in.Queue != nil {
 		// Asked only of queued runs, so histories of runs admitted at
 		// once are unchanged.
@@ -219,6 +226,7 @@ func (w *runWorkflow) idle() bool {
 
 // persistAll waits until every event appended so far is stored.
 func (w *runWorkflow) persistAll(ctx workflow.Context) {
+	w.releaseHeld(true) // batches whose gap never filled: keep what came
 	w.persistUpTo = w.state.Log.LastSequence
 	_ = workflow.Await(ctx, func() bool { return w.state.Log.Persisted >= w.persistUpTo })
 }
@@ -238,6 +246,7 @@ func (w *runWorkflow) continueAsNewIfLong(ctx workflow.Context) error {
 	}
 	w.persistAll(ctx)
 	w.drainSignals()
+	w.releaseHeld(true)
 	// The carried state must stay small (it is the next execution's
 	// input): stored events stay behind, queries read them from the database.
 	w.state.Log.MarkPersisted(w.state.Log.Persisted, 0)
@@ -1282,6 +1291,49 @@ func (w *runWorkflow) drainSignals() {
 // applyBatch appends an activity's events, once per batch, and follows
 // dispatch events to keep the progress current.
 func (w *runWorkflow) applyBatch(b models.EventBatch) []models.Event {
+	if !w.batchOrder {
+		return w.applyInOrder(b)
+	}
+	if w.state.Log.Gap(b) {
+		// An earlier batch of its producer is on its way (taken by a
+		// selector of a coroutine that has not run yet, most often):
+		// applied now, it would make that one a repeat.
+		workflow.GetLogger(w.root).Debug("event batch held for an earlier one", "producer", b.Producer, "seq", b.Seq)
+		w.state.Log.Hold(b, w.historyLength())
+		w.releaseHeld(false)
+		return nil
+	}
+	applied := w.applyInOrder(b)
+	w.releaseHeld(false)
+	return applied
+}
+
+// releaseHeld applies the held batches whose earlier batches are applied
+// now, and, with all or once their gap has lasted past the workflow task
+// that held them (the batch it waits for was lost: its signal failed),
+// the rest, in each producer's order.
+func (w *runWorkflow) releaseHeld(all bool) {
+	if len(w.state.Log.Held) == 0 {
+		return
+	}
+	now := w.historyLength()
+	for {
+		b, ok := w.state.Log.NextHeld(func(at int64) bool { return all || at < now })
+		if !ok {
+			return
+		}
+		w.applyInOrder(b)
+	}
+}
+
+// historyLength dates a held batch: it grows with every workflow task,
+// and replays the same.
+func (w *runWorkflow) historyLength() int64 {
+	return int64(workflow.GetInfo(w.root).GetCurrentHistoryLength())
+}
+
+// applyInOrder applies a batch whose turn it is.
+func (w *runWorkflow) applyInOrder(b models.EventBatch) []models.Event {
 	var applied []models.Event
 	if w.attemptOrder {
 		applied = w.state.Log.ApplyAttemptBatch(b)

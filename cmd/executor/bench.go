@@ -31,7 +31,8 @@ func newBenchCommand() *cobra.Command {
 		Long: `bench drives a deployment of the executor over its public API, as users do:
 it creates a hierarchy (--shape), starts --runs runs, --concurrency at a time,
 reads every run's SSE stream from its start, and checks each stream against
-the run's stored log (runs/events): gap-free, equal, no duplicate. A failed
+the run's stored log (runs/events): gap-free, equal, no duplicate; with the
+fake model, also that it carried each of the model's tokens once. A failed
 check or a run that does not complete fails the command (exit code 1).
 
 With --provider fake (the default) the command serves an OpenAI-compatible
@@ -115,7 +116,7 @@ server). --model-only serves the fake model until interrupted and runs nothing.`
 				return err
 			}
 			if !report.OK {
-				return exitError{code: 1, msg: fmt.Sprintf("benchmark failed: %d of %d runs did not complete, %d of %d stream checks failed", report.Failed, report.Runs, report.CheckFailed, report.Checked)}
+				return exitError{code: 1, msg: fmt.Sprintf("benchmark failed: %d of %d runs did not complete, %d of %d stream checks failed, %d streams lost or doubled model tokens", report.Failed, report.Runs, report.CheckFailed, report.Checked, report.TokenCheckFailed)}
 			}
 			return nil
 		},
