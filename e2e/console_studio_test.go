@@ -110,7 +110,7 @@ func TestConsoleStudio(t *testing.T) {
 	b.do("open the console", chromedp.Navigate(root+"/"))
 	b.waitJS("the editor", `document.body.dataset.ready === 'true' && document.querySelector('#create-panel[data-mode="create"]')`, 30*time.Second)
 	offered := eval[[]string](b, `[...document.querySelectorAll('#hierarchy-form [data-field="teams[0].workers[0].tools"] input[data-key]')].map((i) => i.dataset.key)`)
-	if want := "calculator current_time http_get save_file mcp:docs/* mcp:docs/search"; strings.Join(offered, " ") != want {
+	if want := "calculator current_time http_get memory_save memory_search save_file mcp:docs/* mcp:docs/search"; strings.Join(offered, " ") != want {
 		t.Fatalf("the editor offers tools %v, want %s (tools/list and mcp-servers/list)", offered, want)
 	}
 	mcpBox := `document.querySelector('#hierarchy-form [data-field="teams[0].workers[0].tools"] input[data-key="mcp:docs/search"]')`
