@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"github.com/op-stack/executor/models"
@@ -25,6 +26,10 @@ func (eventRow) TableName() string { return "execution_event" }
 // InsertEvents stores events; an event whose (run_id, sequence) is stored
 // already is skipped, so a retried or replayed write stores each event once.
 func (s *Store) InsertEvents(ctx context.Context, events []models.Event) error {
+	return insertEvents(s.db.WithContext(ctx), events)
+}
+
+func insertEvents(db *gorm.DB, events []models.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -42,7 +47,7 @@ func (s *Store) InsertEvents(ctx context.Context, events []models.Event) error {
 		}
 		rows = append(rows, eventRow{RunID: e.RunID, Sequence: e.Sequence, AgentID: agentID, EventType: e.Event.String(), Payload: string(payload), CreatedAt: now})
 	}
-	return s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, 500).Error
+	return db.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, 500).Error
 }
 
 // EventFilter selects stored events of a run.
@@ -69,6 +74,10 @@ func (s *Store) ListEvents(ctx context.Context, runID string, f EventFilter) ([]
 	if err := q.Order("sequence").Limit(f.Limit).Find(&rows).Error; err != nil {
 		return nil, err
 	}
+	return decodeEvents(rows)
+}
+
+func decodeEvents(rows []eventRow) ([]models.Event, error) {
 	out := make([]models.Event, 0, len(rows))
 	for _, r := range rows {
 		var e models.Event
@@ -89,4 +98,86 @@ func (s *Store) LastEventSequence(ctx context.Context, runID string) (int64, err
 		return 0, err
 	}
 	return *last, nil
+}
+
+type eventLeaseRow struct {
+	RunID     string `gorm:"primaryKey"`
+	Producer  string
+	FromSeq   int64
+	UpdatedAt time.Time
+}
+
+func (eventLeaseRow) TableName() string { return "event_lease" }
+
+// ClaimEventLease makes producer (one activity attempt) the writer of the
+// run's events from sequence from on (models.EventLease), fencing out any
+// earlier attempt, stores the lease's carried events (those before from
+// that were not stored yet; stored ones are skipped) and returns the events
+// stored from from on: an earlier attempt's, which the claimant continues.
+func (s *Store) ClaimEventLease(ctx context.Context, runID, producer string, from int64, carried []models.Event) ([]models.Event, error) {
+	var prior []models.Event
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// The write comes first: on PostgreSQL it locks the row against a
+		// concurrent InsertLeasedEvents, on SQLite it makes the transaction
+		// the writer before it reads.
+		row := eventLeaseRow{RunID: runID, Producer: producer, FromSeq: from, UpdatedAt: time.Now().UTC()}
+		if err := tx.Clauses(clause.OnConflict{
+			Columns:   []clause.Column{{Name: "run_id"}},
+			DoUpdates: clause.AssignmentColumns([]string{"producer", "from_seq", "updated_at"}),
+		}).Create(&row).Error; err != nil {
+			return err
+		}
+		if err := insertEvents(tx, carried); err != nil {
+			return err
+		}
+		var err error
+		prior, err = listEventsTx(tx, runID, from)
+		return err
+	})
+	return prior, err
+}
+
+// InsertLeasedEvents stores events numbered under the run's lease if
+// producer still holds it, in one transaction; false (and nothing stored)
+// when another attempt has claimed it since, or the workflow has taken
+// it back (ReleaseEventLease).
+func (s *Store) InsertLeasedEvents(ctx context.Context, runID, producer string, events []models.Event) (bool, error) {
+	held := false
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&eventLeaseRow{}).Where("run_id = ? AND producer = ?", runID, producer).Update("updated_at", time.Now().UTC())
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		held = true
+		return insertEvents(tx, events)
+	})
+	return held && err == nil, err
+}
+
+// ReleaseEventLease takes a run's lease back after its activity failed:
+// the attempts still running can store nothing more. It stores the
+// lease's carried events and returns the events stored from from on.
+func (s *Store) ReleaseEventLease(ctx context.Context, runID string, from int64, carried []models.Event) ([]models.Event, error) {
+	var stored []models.Event
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("run_id = ?", runID).Delete(&eventLeaseRow{}).Error; err != nil {
+			return err
+		}
+		if err := insertEvents(tx, carried); err != nil {
+			return err
+		}
+		var err error
+		stored, err = listEventsTx(tx, runID, from)
+		return err
+	})
+	return stored, err
+}
+
+// listEventsTx reads a run's stored events from sequence from on, every one.
+func listEventsTx(tx *gorm.DB, runID string, from int64) ([]models.Event, error) {
+	var rows []eventRow
+	if err := tx.Where("run_id = ? AND sequence >= ?", runID, from).Order("sequence").Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	return decodeEvents(rows)
 }

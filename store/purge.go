@@ -24,7 +24,7 @@ type PurgedRun struct {
 // run by its tenant and public id. A new table keyed by run belongs in one
 // of them, and in TestPurgeRun.
 var (
-	purgeTables       = []string{"execution_event", "llm_call", "llm_answer", "message", "artifact", "webhook_endpoint", "memory_item"}
+	purgeTables       = []string{"execution_event", "event_lease", "llm_call", "llm_answer", "message", "artifact", "webhook_endpoint", "memory_item"}
 	purgeTenantTables = []string{"stream_token", "webhook_delivery"}
 )
 

@@ -1,0 +1,15 @@
+-- +goose Up
+-- Leased event sequences (issue 28, docs/events.md "Leased sequences"):
+-- the activity attempt that holds a run's event lease, the only one whose
+-- event writes the store takes (InsertLeasedEvents). A later attempt of
+-- the same activity claims the lease, which fences out an earlier attempt
+-- still running after Temporal gave up on it. One row per run at most.
+CREATE TABLE event_lease (
+    run_id     VARCHAR(64)  PRIMARY KEY,
+    producer   VARCHAR(512) NOT NULL,
+    from_seq   BIGINT       NOT NULL,
+    updated_at TIMESTAMP    NOT NULL
+);
+
+-- +goose Down
+DROP TABLE event_lease;
