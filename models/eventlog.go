@@ -34,6 +34,12 @@ type EventLog struct {
 	// once, they would make the earlier batch look like a repeat, and its
 	// events would be dropped.
 	Held []HeldBatch `json:"held,omitempty"`
+	// LeaseFrom, when not 0, is the first sequence of an outstanding
+	// EventLease: an activity numbers the events from it on, and Append
+	// keeps what the workflow adds meanwhile in Deferred, to be numbered
+	// after the lease's events (EndLease).
+	LeaseFrom int64   `json:"lease_from,omitempty"`
+	Deferred  []Event `json:"deferred,omitempty"`
 }
 
 // HeldBatch is a batch waiting for an earlier one of its producer; At
@@ -106,8 +112,16 @@ func (l *EventLog) NextHeld(stale func(at int64) bool) (EventBatch, bool) {
 	return b, true
 }
 
-// Append assigns e the next sequence number and appends it.
+// Append assigns e the next sequence number and appends it. While a lease
+// is out it keeps e for EndLease and returns it unnumbered (Sequence 0).
 func (l *EventLog) Append(e Event) Event {
+	if l.LeaseFrom > 0 {
+		if e.Data == nil {
+			e.Data = map[string]any{}
+		}
+		l.Deferred = append(l.Deferred, e)
+		return e
+	}
 	l.LastSequence++
 	e.Sequence = l.LastSequence
 	if e.Data == nil {
@@ -134,6 +148,46 @@ func (l *EventLog) ApplyBatch(b EventBatch) []Event {
 	return out
 }
 
+// StartLease hands the sequences after LastSequence to one activity
+// (EventLease) and returns the first.
+func (l *EventLog) StartLease() int64 {
+	l.LeaseFrom = l.LastSequence + 1
+	return l.LeaseFrom
+}
+
+// ApplyLeased appends the events an activity numbered under the
+// outstanding lease, as they are: those the log has already are skipped.
+// It stops at the first that would leave a gap and reports false then.
+// The caller marks them stored (MarkPersisted): the activity stored them,
+// with the unstored events the lease carried.
+func (l *EventLog) ApplyLeased(events []Event) bool {
+	for _, e := range events {
+		if e.Sequence <= l.LastSequence {
+			continue
+		}
+		if e.Sequence != l.LastSequence+1 {
+			return false
+		}
+		if e.Data == nil {
+			e.Data = map[string]any{}
+		}
+		l.Events = append(l.Events, e)
+		l.LastSequence = e.Sequence
+	}
+	return true
+}
+
+// EndLease ends the outstanding lease and numbers the events deferred
+// during it, after the lease's.
+func (l *EventLog) EndLease() {
+	l.LeaseFrom = 0
+	deferred := l.Deferred
+	l.Deferred = nil
+	for _, e := range deferred {
+		l.Append(e)
+	}
+}
+
 // FirstSequence is the sequence of the oldest event still held, or
 // LastSequence+1 when none is.
 func (l *EventLog) FirstSequence() int64 {
@@ -146,7 +200,7 @@ func (l *EventLog) FirstSequence() int64 {
 // Page returns the held events after q.After, bounded by q.Limit and
 // q.MaxBytes. It only reads the log: it is safe in a query handler.
 func (l *EventLog) Page(q EventQuery, terminal bool) EventPage {
-	page := EventPage{LastSequence: l.LastSequence, FirstAvailable: l.FirstSequence(), Events: []Event{}}
+	page := EventPage{LastSequence: l.LastSequence, FirstAvailable: l.FirstSequence(), Events: []Event{}, LeaseFrom: l.LeaseFrom}
 	limit, maxBytes := q.Limit, q.MaxBytes
 	if limit <= 0 {
 		limit = DefaultPageLimit
@@ -309,7 +363,12 @@ func announceAttempt(events []Event, attempt int32) (Event, bool) {
 
 // reportedUsage says whether e is a kept answer's llm.usage whose call the
 // held log has reported already.
-func (l *EventLog) reportedUsage(e Event) bool {
+func (l *EventLog) reportedUsage(e Event) bool { return UsageReported(l.Events, e) }
+
+// UsageReported says whether e is a kept answer's llm.usage (data kept:
+// true) whose llm_call_id events report already: a call's spend is in a
+// run's log once, however many attempts reused its answer.
+func UsageReported(events []Event, e Event) bool {
 	if e.Event.Category != CategoryLLM || e.Event.Action != ActionUsage {
 		return false
 	}
@@ -320,8 +379,8 @@ func (l *EventLog) reportedUsage(e Event) bool {
 	if id == "" {
 		return false
 	}
-	for i := len(l.Events) - 1; i >= 0; i-- {
-		h := l.Events[i]
+	for i := len(events) - 1; i >= 0; i-- {
+		h := events[i]
 		if h.Event.Category == CategoryLLM && h.Event.Action == ActionUsage && h.Data["llm_call_id"] == id {
 			return true
 		}

@@ -142,6 +142,34 @@ type EventBatch struct {
 	Producer string  `json:"producer"`
 	Seq      int     `json:"seq"`
 	Events   []Event `json:"events"`
+	// Leased, in an activity's result, says its events carry the
+	// sequences the activity gave them under its EventLease, from the
+	// lease's From on; they are stored and were pushed to the streams.
+	Leased bool `json:"leased,omitempty"`
+}
+
+// EventLease hands a run's next sequences to the one activity the
+// workflow is waiting on (docs/events.md, "Leased sequences"): from From
+// on, the activity numbers its events itself, stores each batch and
+// pushes it to the streams at once, with no workflow task on the way, and
+// returns them all in its result, which the workflow appends as they are.
+// While a lease is out the workflow appends nothing itself: what it or
+// another producer adds waits for the lease's end (EventLog.Deferred).
+type EventLease struct {
+	// From is the first sequence the activity gives.
+	From int64 `json:"from"`
+	// Events are the run's events before From that are not stored yet,
+	// or that no stream was handed yet: the activity stores them (once)
+	// and pushes them with its first batch, so the database and the
+	// streams stay gap-free.
+	Events []Event `json:"events,omitempty"`
+}
+
+// ReleaseLeaseInput takes a run's EventLease back after the activity that
+// held it failed.
+type ReleaseLeaseInput struct {
+	RunID string     `json:"run_id"`
+	Lease EventLease `json:"lease"`
 }
 
 // EventDelivery is the workflow's answer to an UpdateEvents batch.
@@ -191,6 +219,10 @@ type EventPage struct {
 	FirstAvailable int64   `json:"first_available"`
 	More           bool    `json:"more"`
 	Terminal       bool    `json:"terminal"`
+	// LeaseFrom, when not 0, says an activity holds the sequences from it
+	// on (EventLease): events past LastSequence are in the database and
+	// pushed, not in the workflow yet.
+	LeaseFrom int64 `json:"lease_from,omitempty"`
 }
 
 // DispatchEvent is the dispatch.team or dispatch.worker event of a

@@ -619,6 +619,10 @@ type DecideInput struct {
 	// (Events) rather than in a final signal: the caller appends them to
 	// the run's log itself.
 	ReturnEvents bool `json:"return_events,omitempty"`
+	// Lease, when set, hands the run's next event sequences to this
+	// activity (EventLease): it stores and pushes its events itself, and
+	// returns them numbered (EventBatch.Leased).
+	Lease *EventLease `json:"lease,omitempty"`
 	// MaxTargets above 1 lets the global supervisor dispatch up to that
 	// many of the options at once (routed parallelism; the answer's
 	// "targets" list); Running names the teams still at work, which are
@@ -700,6 +704,10 @@ type RespondInput struct {
 	// (Events) rather than in a final signal: the caller appends them to
 	// the run's log itself.
 	ReturnEvents bool `json:"return_events,omitempty"`
+	// Lease, when set, hands the run's next event sequences to this
+	// activity (EventLease): it stores and pushes its events itself, and
+	// returns them numbered (EventBatch.Leased).
+	Lease *EventLease `json:"lease,omitempty"`
 	// Guidance is what an operator asked this agent to take into account
 	// (runs/redirect), shown in its prompt.
 	Guidance []string `json:"guidance,omitempty"`
