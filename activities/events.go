@@ -174,6 +174,17 @@ type publisher struct {
 	// lastFlush is when the latest batch started on its way.
 	lastFlush time.Time
 	interval  time.Duration
+	// lease, when set, is the run's EventLease this attempt holds: batches
+	// are numbered here from next on, stored and pushed (flushLeased), and
+	// leased keeps every event under the lease, for the result. Guarded by
+	// mu, but for leaseOff, which only the sending goroutine touches.
+	lease  *models.EventLease
+	leased []models.Event
+	next   int64
+	// leaseOff stops storing and pushing: the lease was claimed by another
+	// attempt, or a write failed (the events then reach the streams with
+	// the result only, so nothing after a gap is ever pushed).
+	leaseOff bool
 	wake      chan struct{}
 	done      chan struct{}
 	stopped   chan struct{}
@@ -311,6 +322,18 @@ func (p *publisher) close() {
 // the run's log keeps the attempt's order and applies each batch once.
 // Without keep it is close, and returns nil.
 func (p *publisher) finish(keep bool) *models.EventBatch {
+	if p.leasing() {
+		// Everything is stored and pushed by close; the result carries
+		// the lease's events as numbered.
+		p.close()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if len(p.leased) == 0 {
+			return nil
+		}
+		p.seq++
+		return &models.EventBatch{Producer: p.producer, Seq: p.seq, Events: p.leased, Leased: true}
+	}
 	if keep && p.streamed() && p.canDeliver() {
 		// A streaming answer's last deltas go by update too: pushed, they
 		// reach the streams now; in the result they would wait for the
@@ -431,6 +454,12 @@ func (p *publisher) flush(ctx context.Context) {
 		return // finish takes what is left
 	}
 	events := p.pending
+	if len(events) > 0 && p.lease != nil {
+		p.pending, p.tailCall = nil, 0
+		p.mu.Unlock()
+		p.flushLeased(ctx, events)
+		return
+	}
 	if len(events) == 0 || p.a.Events == nil {
 		p.mu.Unlock()
 		return
@@ -547,4 +576,111 @@ func (a *Activities) notifyRun(ctx context.Context, runID string) {
 	if a.Notifier != nil {
 		a.Notifier.Notify(ctx, runID)
 	}
+}
+
+// useLease makes the attempt the writer of the run's events under lease
+// (models.EventLease; nil: events go to the workflow as before). It claims
+// the lease in the store, which stores the events the lease carries and
+// fences out earlier attempts, and continues after what they stored. A
+// failed claim fails the attempt, before any model call: Temporal retries
+// it.
+func (p *publisher) useLease(ctx context.Context, lease *models.EventLease) error {
+	if lease == nil || p.a.Store == nil {
+		return nil
+	}
+	prior, err := p.a.Store.ClaimEventLease(ctx, p.runID, p.producer, lease.From, lease.Events)
+	if err != nil {
+		return fmt.Errorf("claim the run's event lease: %w", err)
+	}
+	for i, e := range prior {
+		if e.Sequence != lease.From+int64(i) {
+			return fmt.Errorf("claim the run's event lease: stored events from %d have a gap at %d", lease.From, lease.From+int64(i))
+		}
+	}
+	p.mu.Lock()
+	p.lease, p.leased, p.next = lease, prior, lease.From+int64(len(prior))
+	p.mu.Unlock()
+	if len(prior) > 0 {
+		// An earlier attempt's events are stored and were pushed: the
+		// streams have what came before this attempt.
+		p.announced.Store(true)
+	}
+	return nil
+}
+
+func (p *publisher) leasing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lease != nil
+}
+
+// flushLeased numbers a batch under the lease, stores it and pushes it to
+// the streams: no workflow task on a token's way to a client. The store
+// write is what the flush interval follows then (deliveryTook).
+func (p *publisher) flushLeased(ctx context.Context, events []models.Event) {
+	p.mu.Lock()
+	first := len(p.leased) == 0
+	kept := events[:0:0]
+	for _, e := range events {
+		if models.UsageReported(p.leased, e) {
+			continue // a kept answer's usage, reported by an earlier attempt
+		}
+		e.Sequence = p.next
+		p.next++
+		kept = append(kept, e)
+	}
+	p.leased = append(p.leased, kept...)
+	carried := p.lease.Events
+	p.mu.Unlock()
+	p.signals++
+	p.lastSignal = time.Now()
+	if len(kept) == 0 || p.leaseOff {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, updateTimeout)
+	defer cancel()
+	start := time.Now()
+	held, err := p.a.Store.InsertLeasedEvents(sctx, p.runID, p.producer, kept)
+	p.a.deliveryTook(time.Since(start))
+	switch {
+	case err != nil:
+		p.leaseOff = true
+		p.a.logger(ctx).Warn("store leased events; the rest of the call's events go with its result", "run_id", p.runID, "error", err)
+		return
+	case !held:
+		p.leaseOff = true
+		p.a.logger(ctx).Info("event lease claimed by a later attempt; this attempt stops storing events", "run_id", p.runID, "producer", p.producer)
+		return
+	}
+	if p.a.Metrics != nil {
+		for _, e := range kept {
+			p.a.Metrics.EventPublished(e.Event.Category, e.Event.Action)
+		}
+	}
+	p.announced.Store(true)
+	pusher, ok := p.a.Notifier.(notify.Pusher)
+	if !ok {
+		p.a.notifyRun(ctx, p.runID)
+		return
+	}
+	if first && len(carried) > 0 {
+		kept = append(append([]models.Event(nil), carried...), kept...)
+	}
+	payload, err := json.Marshal(kept)
+	if err != nil {
+		p.a.notifyRun(ctx, p.runID)
+		return
+	}
+	pusher.Push(ctx, p.runID, payload)
+}
+
+// ReleaseEventLease takes a run's event lease back after the activity
+// holding it failed (a local activity of the run's workflow): it fences
+// out attempts still running, stores the events the lease carried and
+// returns what the attempts stored under it, for the run's log.
+func (a *Activities) ReleaseEventLease(ctx context.Context, in models.ReleaseLeaseInput) ([]models.Event, error) {
+	if a.Store == nil {
+		return nil, nil // a worker without the store takes no lease (useLease)
+	}
+	return a.Store.ReleaseEventLease(ctx, in.RunID, in.Lease.From, in.Lease.Events)
 }

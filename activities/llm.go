@@ -37,6 +37,9 @@ func (a *Activities) Decide(ctx context.Context, in models.DecideInput) (*models
 	defer pub.close()
 	pub.deferWrites, pub.retryMax, pub.tenant = in.DeferWrites, in.RunOptions.RetryMax, in.RunOptions.Tenant
 	pub.thread = in.RunOptions.ThreadID
+	if err := pub.useLease(ctx, in.Lease); err != nil {
+		return nil, err
+	}
 	// A supervisor's decision is its whole turn: its invoke_agent span is
 	// this activity's, which runs once per attempt (replay-safe).
 	ctx, span := telemetry.StartAgent(ctx, genAIAgent(in.Source, pub.thread), in.RunOptions.ModelFor(in.Supervisor), in.Supervisor.Provider)
@@ -115,6 +118,9 @@ func (a *Activities) Respond(ctx context.Context, in models.RespondInput) (*mode
 	defer pub.close()
 	pub.deferWrites, pub.retryMax, pub.tenant = in.DeferWrites, in.RunOptions.RetryMax, in.RunOptions.Tenant
 	pub.thread = in.RunOptions.ThreadID
+	if err := pub.useLease(ctx, in.Lease); err != nil {
+		return nil, err
+	}
 	if in.Purpose == models.PurposeFinalAnswer {
 		// The global supervisor's final answer is a turn of its own, one
 		// activity: its invoke_agent span is the activity's. (A worker's or

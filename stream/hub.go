@@ -448,7 +448,7 @@ func (f *feed) poll(ctx context.Context) {
 			// Taken before the query: what is pushed from now on wakes
 			// the loop again.
 			payloads, plain := take()
-			joined := f.applyPushes(payloads)
+			joined := f.applyPushes(ctx, payloads)
 			if byWakeUp && !plain && !first && (joined || len(payloads) == 0) {
 				// Nothing to ask the run: the pushed events joined up, or
 				// this wake-up's news was taken with the last one.
@@ -512,7 +512,7 @@ func (f *feed) poll(ctx context.Context) {
 // array of sequenced events). It reports whether they all joined the feed
 // without a gap; the caller queries when they did not, and the query
 // covers what was pushed.
-func (f *feed) applyPushes(payloads [][]byte) bool {
+func (f *feed) applyPushes(ctx context.Context, payloads [][]byte) bool {
 	if len(payloads) == 0 {
 		return false
 	}
@@ -521,11 +521,36 @@ func (f *feed) applyPushes(payloads [][]byte) bool {
 		if err := json.Unmarshal(p, &events); err != nil || len(events) == 0 {
 			return false
 		}
+		if gap := events[0].Sequence - f.lastSeq() - 1; gap > 0 && gap <= storePageSize {
+			// An activity under an event lease stores its batches before
+			// it pushes them: what this feed missed (it joined during the
+			// lease, or lost a push) is in the database.
+			if !f.fillFromStore(ctx, events[0].Sequence-1) {
+				return false
+			}
+		}
 		if _, err := f.append(events, false, 0); err != nil {
 			return false
 		}
 	}
 	return true
+}
+
+// fillFromStore appends the stored events after the feed's last, up to
+// upto, and reports whether the feed then reaches upto.
+func (f *feed) fillFromStore(ctx context.Context, upto int64) bool {
+	last := f.lastSeq()
+	if upto <= last {
+		return true
+	}
+	evs, err := f.hub.store.ListEvents(ctx, f.runID, store.EventFilter{After: last, Limit: int(min(upto-last, storePageSize))})
+	if err != nil {
+		return false
+	}
+	if _, err := f.append(evs, false, 0); err != nil {
+		return false
+	}
+	return f.lastSeq() >= upto
 }
 
 // pollOnce makes one query and adds what it brings, filling from the
@@ -535,6 +560,13 @@ func (f *feed) pollOnce(ctx context.Context) (more, progressed bool, err error) 
 	page, err := f.hub.query(ctx, f.workflowID, after)
 	if err != nil {
 		return false, false, err
+	}
+	if page.LeaseFrom > 0 && after >= page.LastSequence {
+		// The feed is past the workflow's log: it has events an activity
+		// holding the run's event lease stored and pushed (a resume point
+		// there is real). Catch up from the database.
+		n, err := f.appendLeased(ctx)
+		return false, n > 0, err
 	}
 	if page.LastSequence < after {
 		// As in acquire, one event early, to see whether it is terminal.
@@ -554,7 +586,24 @@ func (f *feed) pollOnce(ctx context.Context) (more, progressed bool, err error) 
 		return true, n > 0, err
 	}
 	n, err := f.append(page.Events, page.Terminal, page.LastSequence)
+	if err == nil && !page.More && page.LeaseFrom > 0 {
+		// The rest of the log is the lease's, in the database so far.
+		var m int
+		m, err = f.appendLeased(ctx)
+		n += m
+	}
 	return page.More, n > 0, err
+}
+
+// appendLeased appends what the database holds after the feed's last
+// event: while an activity holds the run's event lease, the events it
+// stored and pushed, which its workflow learns of only at its end.
+func (f *feed) appendLeased(ctx context.Context) (int, error) {
+	evs, err := f.hub.store.ListEvents(ctx, f.runID, store.EventFilter{After: f.lastSeq(), Limit: storePageSize})
+	if err != nil {
+		return 0, err
+	}
+	return f.append(evs, false, 0)
 }
 
 // finishFromStore ends the feed from the database if the run's stored

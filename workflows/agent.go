@@ -39,6 +39,11 @@ type eventSink interface {
 	returnsEvents() bool
 	// apply appends events an activity returned; nil is nothing.
 	apply(batch *models.EventBatch)
+	// lease lends the run's next sequences to the LLM activity about to
+	// start (lease.go), or returns nil; endLease, called once its result
+	// or error is in, takes them back and applies what it returned.
+	lease(ctx workflow.Context) *models.EventLease
+	endLease(ctx workflow.Context, l *models.EventLease, batch *models.EventBatch, err error)
 	// name prefixes the workflow IDs of the sub-agents started under it.
 	name() string
 }
@@ -58,6 +63,9 @@ func llmEventData(source models.Source, category string, data map[string]any) ma
 
 func (r *runSignaler) returnsEvents() bool            { return false }
 func (r *runSignaler) apply(batch *models.EventBatch) {}
+func (r *runSignaler) lease(workflow.Context) *models.EventLease { return nil }
+func (r *runSignaler) endLease(workflow.Context, *models.EventLease, *models.EventBatch, error) {
+}
 func (r *runSignaler) name() string                   { return r.Producer }
 
 // emit sends one event and waits until it is delivered, so it precedes
@@ -169,10 +177,12 @@ func (t *agentTurn) rounds(ctx workflow.Context) (turnResult, error) {
 			return res, err
 		}
 		var answer models.RespondResult
-		if err := workflow.ExecuteActivity(llmContext(ctx, t.Options, summary, t.Agent), a.Respond, in).Get(ctx, &answer); err != nil {
+		in.Lease = t.Events.lease(ctx)
+		err := workflow.ExecuteActivity(llmContext(ctx, t.Options, summary, t.Agent), a.Respond, in).Get(ctx, &answer)
+		t.Events.endLease(ctx, in.Lease, answer.Events, err)
+		if err != nil {
 			return res, llmError(err, t.Source, t.Agent, t.Options)
 		}
-		t.Events.apply(answer.Events)
 		rec := models.AnswerRecord{RunID: t.RunID, Calls: answer.Calls}
 		if len(answer.ToolCalls) == 0 {
 			// The turn's final answer, stored under the id its stream carried.

@@ -190,6 +190,11 @@ const (
 	// while an event update's handler ran), was dropped as a repeat:
 	// streamed text went missing from the log under load.
 	changeBatchOrder = "batch-order"
+	// changeEventLease: an LLM activity the run waits on alone numbers,
+	// stores and pushes its own events under a lease of the run's next
+	// sequences (models.EventLease, lease.go); they went to the workflow
+	// as updates, a workflow task per batch.
+	changeEventLease = "event-lease"
 	// changeAdmissionQueue: a run started queued (RunInput.Queue)
 	// announces lifecycle.queued and waits, idle, for admission (the admit
 	// signal, or its poll of the store) before it starts (admission.go).

@@ -78,6 +78,13 @@ type runWorkflow struct {
 	// one that arrives early (changeBatchOrder); root is the workflow's
 	// context, for the history length that dates a held batch.
 	batchOrder bool
+	// eventLeases lends the run's next sequences to the LLM activity it
+	// waits on alone (changeEventLease, lease.go); noLease is set while
+	// teams work in parallel, and producing counts the leasable
+	// activities under way.
+	eventLeases bool
+	noLease     bool
+	producing   int
 	root       workflow.Context
 	// admissionQueue lets a run started queued wait for admission
 	// (changeAdmissionQueue); queued is set while it waits.
@@ -122,6 +129,7 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	w.standIn = workflow.GetVersion(ctx, changeSupervisorStandIn, workflow.DefaultVersion, 1) == 1
 	w.attemptOrder = workflow.GetVersion(ctx, changeAttemptOrder, workflow.DefaultVersion, 1) == 1
 	w.batchOrder = workflow.GetVersion(ctx, changeBatchOrder, workflow.DefaultVersion, 1) == 1
+	w.eventLeases = workflow.GetVersion(ctx, changeEventLease, workflow.DefaultVersion, 1) == 1
 	w.root = ctx
 	if in.Queue != nil {
 		// Asked only of queued runs, so histories of runs admitted at
@@ -365,7 +373,9 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 		finalID = newMessageID(ctx)
 	}
 	fctx := llmContext(work, w.in.Options, agentSummary("", w.hier.GlobalSupervisor, w.in.Options)+" · final answer", w.hier.GlobalSupervisor)
-	if err := w.await(ctx, workflow.ExecuteActivity(fctx, a.Respond, models.RespondInput{
+	w.noLease = false // the teams are done: the final answer streams alone
+	lease := w.lease(ctx)
+	err = w.await(ctx, workflow.ExecuteActivity(fctx, a.Respond, models.RespondInput{
 		RunID:        w.in.RunID,
 		Purpose:      models.PurposeFinalAnswer,
 		Agent:        w.hier.GlobalSupervisor,
@@ -377,12 +387,14 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 		NoTools:      true,
 		MessageID:    finalID,
 		ReturnEvents: true,
+		Lease:        lease,
 		DeferWrites:  w.in.Options.DeferWrites,
 		Guidance:     w.takeGuidance(gs.AgentID),
-	}), &final); err != nil {
+	}), &final)
+	w.endLease(ctx, lease, final.Events, err)
+	if err != nil {
 		return nil, llmError(err, gs, w.hier.GlobalSupervisor, w.in.Options)
 	}
-	w.applyReturned(final.Events)
 	if err := saveAnswer(work, w.in.Options, models.AnswerRecord{
 		RunID: w.in.RunID, Calls: final.Calls, MessageID: finalID, Source: gs, Content: final.Output,
 	}); err != nil {
@@ -484,6 +496,7 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 		s.CurrentTeam, s.CurrentWorker, s.ActiveAgentID = "", "", gs.AgentID
 		var d models.Decision
 		dctx := llmContext(ctx, w.in.Options, agentSummary("", w.hier.GlobalSupervisor, w.in.Options), w.hier.GlobalSupervisor)
+		lease := w.lease(ctx)
 		err := w.await(ctx, workflow.ExecuteActivity(dctx, a.Decide, models.DecideInput{
 			RunID:        w.in.RunID,
 			Supervisor:   w.hier.GlobalSupervisor,
@@ -496,13 +509,14 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 			Iteration:    s.Iteration,
 			RunOptions:   w.in.Options,
 			ReturnEvents: true,
+			Lease:        lease,
 			DeferWrites:  w.in.Options.DeferWrites,
 			Guidance:     w.takeGuidance(gs.AgentID),
 		}), &d)
+		w.endLease(ctx, lease, d.Events, err)
 		if err != nil {
 			return llmError(err, gs, w.hier.GlobalSupervisor, w.in.Options)
 		}
-		w.applyReturned(d.Events)
 		if err := saveAnswer(ctx, w.in.Options, models.AnswerRecord{RunID: w.in.RunID, Calls: d.Calls}); err != nil {
 			return err
 		}
@@ -559,6 +573,7 @@ func (w *runWorkflow) routedLimit() int {
 // are at work waits for them and asks again; finishing with none at work
 // ends the loop. Each decision is an iteration.
 func (w *runWorkflow) runRouted(ctx workflow.Context, limit int) error {
+	w.noLease = limit > 1
 	s := w.state
 	gs := models.GlobalSupervisorSource(w.hier)
 	iterations := w.hier.GlobalSupervisor.MaxIterations
@@ -619,6 +634,7 @@ func (w *runWorkflow) runRouted(ctx workflow.Context, limit int) error {
 			s.CurrentWorker, s.ActiveAgentID = "", gs.AgentID
 			var d models.Decision
 			dctx := llmContext(ctx, w.in.Options, agentSummary("", w.hier.GlobalSupervisor, w.in.Options), w.hier.GlobalSupervisor)
+			lease := w.lease(ctx)
 			err := w.await(ctx, workflow.ExecuteActivity(dctx, a.Decide, models.DecideInput{
 				RunID:        w.in.RunID,
 				Supervisor:   w.hier.GlobalSupervisor,
@@ -631,15 +647,16 @@ func (w *runWorkflow) runRouted(ctx workflow.Context, limit int) error {
 				Iteration:    s.Iteration,
 				RunOptions:   w.in.Options,
 				ReturnEvents: true,
+				Lease:        lease,
 				DeferWrites:  w.in.Options.DeferWrites,
 				MaxTargets:   limit - len(running),
 				Running:      sortedNames(running),
 				Guidance:     w.takeGuidance(gs.AgentID),
 			}), &d)
+			w.endLease(ctx, lease, d.Events, err)
 			if err != nil {
 				return llmError(err, gs, w.hier.GlobalSupervisor, w.in.Options)
 			}
-			w.applyReturned(d.Events)
 			if err := saveAnswer(ctx, w.in.Options, models.AnswerRecord{RunID: w.in.RunID, Calls: d.Calls}); err != nil {
 				return err
 			}
@@ -699,6 +716,7 @@ func (w *runWorkflow) runRouted(ctx workflow.Context, limit int) error {
 // to max_parallel_teams, in waves along the execution order, each on the
 // run's task; the stream stays one ordered log.
 func (w *runWorkflow) runParallel(ctx workflow.Context) error {
+	w.noLease = true // teams stream at once: none waits on another's lease
 	s := w.state
 	gs := models.GlobalSupervisorSource(w.hier)
 	limit := w.in.Options.MaxParallelTeams
@@ -1273,6 +1291,12 @@ func (r *runLogSink) emit(ctx workflow.Context, source models.Source, category, 
 	r.w.emit(ctx, source, category, action, llmEventData(source, category, data))
 }
 func (r *runLogSink) returnsEvents() bool            { return true }
+func (r *runLogSink) lease(ctx workflow.Context) *models.EventLease {
+	return r.w.lease(ctx)
+}
+func (r *runLogSink) endLease(ctx workflow.Context, l *models.EventLease, batch *models.EventBatch, err error) {
+	r.w.endLease(ctx, l, batch, err)
+}
 func (r *runLogSink) apply(batch *models.EventBatch) { r.w.applyReturned(batch) }
 func (r *runLogSink) name() string                   { return r.id }
 

@@ -169,17 +169,16 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 				Guidance:     s.takeGuidance(team.Supervisor.AgentID),
 			}
 			var err error
-			if d, err = teamDecide(ctx, team.Name, din); err != nil {
+			if d, err = teamDecide(ctx, sink, team.Name, din); err != nil {
 				if !s.reassign(ctx, sink, source, err) {
 					return nil, llmError(err, source, din.Supervisor, in.Options)
 				}
 				// The stand-in decides this step, and the turn's next ones.
 				din.Supervisor = s.supervisor()
-				if d, err = teamDecide(ctx, team.Name, din); err != nil {
+				if d, err = teamDecide(ctx, sink, team.Name, din); err != nil {
 					return nil, llmError(err, source, din.Supervisor, in.Options)
 				}
 			}
-			sink.apply(d.Events)
 			if err := saveAnswer(ctx, in.Options, models.AnswerRecord{RunID: in.RunID, Calls: d.Calls}); err != nil {
 				return nil, err
 			}
@@ -270,11 +269,13 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 }
 
 // teamDecide runs a team supervisor's decision.
-func teamDecide(ctx workflow.Context, team string, in models.DecideInput) (models.Decision, error) {
+func teamDecide(ctx workflow.Context, sink eventSink, team string, in models.DecideInput) (models.Decision, error) {
 	var d models.Decision
 	o := in.RunOptions
 	dctx := llmContext(ctx, o, agentSummary(team, in.Supervisor, o), in.Supervisor)
+	in.Lease = sink.lease(ctx)
 	err := workflow.ExecuteActivity(dctx, a.Decide, in).Get(ctx, &d)
+	sink.endLease(ctx, in.Lease, d.Events, err)
 	return d, err
 }
 
