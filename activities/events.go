@@ -185,9 +185,9 @@ type publisher struct {
 	// attempt, or a write failed (the events then reach the streams with
 	// the result only, so nothing after a gap is ever pushed).
 	leaseOff bool
-	wake      chan struct{}
-	done      chan struct{}
-	stopped   chan struct{}
+	wake     chan struct{}
+	done     chan struct{}
+	stopped  chan struct{}
 }
 
 func (a *Activities) newPublisher(ctx context.Context, runID string) *publisher {

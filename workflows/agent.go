@@ -61,12 +61,12 @@ func llmEventData(source models.Source, category string, data map[string]any) ma
 	return data
 }
 
-func (r *runSignaler) returnsEvents() bool            { return false }
-func (r *runSignaler) apply(batch *models.EventBatch) {}
+func (r *runSignaler) returnsEvents() bool                       { return false }
+func (r *runSignaler) apply(batch *models.EventBatch)            {}
 func (r *runSignaler) lease(workflow.Context) *models.EventLease { return nil }
 func (r *runSignaler) endLease(workflow.Context, *models.EventLease, *models.EventBatch, error) {
 }
-func (r *runSignaler) name() string                   { return r.Producer }
+func (r *runSignaler) name() string { return r.Producer }
 
 // emit sends one event and waits until it is delivered, so it precedes
 // whatever the workflow does next.

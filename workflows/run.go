@@ -85,7 +85,7 @@ type runWorkflow struct {
 	eventLeases bool
 	noLease     bool
 	producing   int
-	root       workflow.Context
+	root        workflow.Context
 	// admissionQueue lets a run started queued wait for admission
 	// (changeAdmissionQueue); queued is set while it waits.
 	admissionQueue bool
@@ -1290,7 +1290,7 @@ type runLogSink struct {
 func (r *runLogSink) emit(ctx workflow.Context, source models.Source, category, action string, data map[string]any) {
 	r.w.emit(ctx, source, category, action, llmEventData(source, category, data))
 }
-func (r *runLogSink) returnsEvents() bool            { return true }
+func (r *runLogSink) returnsEvents() bool { return true }
 func (r *runLogSink) lease(ctx workflow.Context) *models.EventLease {
 	return r.w.lease(ctx)
 }
