@@ -16,6 +16,7 @@ import (
 
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/notify"
+	"github.com/op-stack/executor/store"
 )
 
 // SignalSink delivers event batches as signals to the run's workflow, by
@@ -185,6 +186,14 @@ type publisher struct {
 	// attempt, or a write failed (the events then reach the streams with
 	// the result only, so nothing after a gap is ever pushed).
 	leaseOff bool
+	// claimed says the attempt holds the lease in the store: a retried
+	// attempt claims it as it starts (useLease), a first one with its
+	// first write, which saves a call of a fast answer a transaction.
+	claimed bool
+	// answer is the call's answer record, stored with the attempt's last
+	// events (saveWith), and saved says it was.
+	answer *models.AnswerRecord
+	saved  bool
 	wake     chan struct{}
 	done     chan struct{}
 	stopped  chan struct{}
@@ -454,7 +463,11 @@ func (p *publisher) flush(ctx context.Context) {
 		return // finish takes what is left
 	}
 	events := p.pending
-	if len(events) > 0 && p.lease != nil {
+	if p.lease != nil {
+		if len(events) == 0 && p.answer == nil {
+			p.mu.Unlock()
+			return
+		}
 		p.pending, p.tailCall = nil, 0
 		p.mu.Unlock()
 		p.flushLeased(ctx, events)
@@ -585,10 +598,17 @@ func (a *Activities) notifyRun(ctx context.Context, runID string) {
 // failed claim fails the attempt, before any model call: Temporal retries
 // it.
 func (p *publisher) useLease(ctx context.Context, lease *models.EventLease) error {
-	if lease == nil || p.a.Store == nil {
+	if lease == nil || p.a.Store == nil || p.callKey == "" {
 		return nil
 	}
-	prior, err := p.a.Store.ClaimEventLease(ctx, p.runID, p.producer, lease.From, lease.Events)
+	if p.attempt <= 1 {
+		// Nothing is stored under the lease yet: the first write claims it.
+		p.mu.Lock()
+		p.lease, p.next = lease, lease.From
+		p.mu.Unlock()
+		return nil
+	}
+	prior, err := p.a.Store.ClaimEventLease(ctx, p.runID, p.callKey, p.producer, lease.From, lease.Events)
 	if err != nil {
 		return fmt.Errorf("claim the run's event lease: %w", err)
 	}
@@ -598,7 +618,7 @@ func (p *publisher) useLease(ctx context.Context, lease *models.EventLease) erro
 		}
 	}
 	p.mu.Lock()
-	p.lease, p.leased, p.next = lease, prior, lease.From+int64(len(prior))
+	p.lease, p.leased, p.next, p.claimed = lease, prior, lease.From+int64(len(prior)), true
 	p.mu.Unlock()
 	if len(prior) > 0 {
 		// An earlier attempt's events are stored and were pushed: the
@@ -606,6 +626,34 @@ func (p *publisher) useLease(ctx context.Context, lease *models.EventLease) erro
 		p.announced.Store(true)
 	}
 	return nil
+}
+
+// finishSaving is finish that, under a lease and with deferred writes,
+// stores the call's answer record rec with the last events, and says
+// whether it did: the workflow then skips its SaveAnswer step.
+func (p *publisher) finishSaving(keep, deferWrites bool, rec models.AnswerRecord) (*models.EventBatch, bool) {
+	if deferWrites && (len(rec.Calls) > 0 || rec.MessageID != "") {
+		p.saveWith(rec)
+	}
+	batch := p.finish(keep)
+	return batch, p.answerSaved()
+}
+
+// saveWith has the call's answer record stored with the attempt's last
+// events, under the lease (a no-op without one); answerSaved then says
+// whether it was, so the workflow need not store it (SaveAnswer).
+func (p *publisher) saveWith(rec models.AnswerRecord) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lease != nil {
+		p.answer = &rec
+	}
+}
+
+func (p *publisher) answerSaved() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.saved
 }
 
 func (p *publisher) leasing() bool {
@@ -630,18 +678,28 @@ func (p *publisher) flushLeased(ctx context.Context, events []models.Event) {
 		kept = append(kept, e)
 	}
 	p.leased = append(p.leased, kept...)
+	w := store.LeaseWrite{RunID: p.runID, CallKey: p.callKey, Producer: p.producer, From: p.lease.From, Claim: !p.claimed, Events: kept, Answer: p.answer}
+	if w.Claim {
+		w.Carried = p.lease.Events
+	}
 	carried := p.lease.Events
+	p.answer = nil
 	p.mu.Unlock()
 	p.signals++
 	p.lastSignal = time.Now()
-	if len(kept) == 0 || p.leaseOff {
+	if (len(kept) == 0 && w.Answer == nil) || p.leaseOff {
 		return
 	}
 	sctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
 	start := time.Now()
-	held, err := p.a.Store.InsertLeasedEvents(sctx, p.runID, p.producer, kept)
+	held, err := p.a.Store.WriteLeased(sctx, w)
 	p.a.deliveryTook(time.Since(start))
+	if held && err == nil {
+		p.mu.Lock()
+		p.claimed, p.saved = true, p.saved || w.Answer != nil
+		p.mu.Unlock()
+	}
 	switch {
 	case err != nil:
 		p.leaseOff = true
@@ -662,6 +720,9 @@ func (p *publisher) flushLeased(ctx context.Context, events []models.Event) {
 	if !ok {
 		p.a.notifyRun(ctx, p.runID)
 		return
+	}
+	if len(kept) == 0 {
+		return // the answer alone
 	}
 	if first && len(carried) > 0 {
 		kept = append(append([]models.Event(nil), carried...), kept...)

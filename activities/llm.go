@@ -75,7 +75,7 @@ func (a *Activities) decide(ctx context.Context, pub *publisher, in models.Decid
 			d.Usage = usage
 			a.publishDecision(ctx, pub, in, d)
 			d.Calls = pub.records
-			d.Events = pub.finish(in.ReturnEvents)
+			d.Events, d.Saved = pub.finishSaving(in.ReturnEvents, in.DeferWrites, models.AnswerRecord{RunID: in.RunID, Calls: d.Calls})
 			return &d, nil
 		}
 		if try == maxCorrections {
@@ -89,7 +89,7 @@ func (a *Activities) decide(ctx context.Context, pub *publisher, in models.Decid
 			}
 			a.publishDecision(ctx, pub, in, d)
 			d.Calls = pub.records
-			d.Events = pub.finish(in.ReturnEvents)
+			d.Events, d.Saved = pub.finishSaving(in.ReturnEvents, in.DeferWrites, models.AnswerRecord{RunID: in.RunID, Calls: d.Calls})
 			return &d, nil
 		}
 		req.Messages = append(req.Messages,
@@ -190,7 +190,12 @@ func (a *Activities) respond(ctx context.Context, pub *publisher, in models.Resp
 		}
 	}
 	res.Calls = pub.records
-	res.Events = pub.finish(in.ReturnEvents)
+	rec := models.AnswerRecord{RunID: in.RunID, Calls: res.Calls}
+	if len(res.ToolCalls) == 0 {
+		// As the workflow would store it (agentTurn.rounds).
+		rec.MessageID, rec.ParentMessageID, rec.Source, rec.Content = in.MessageID, in.ParentMessageID, in.Source, res.Output
+	}
+	res.Events, res.Saved = pub.finishSaving(in.ReturnEvents, in.DeferWrites, rec)
 	return res, nil
 }
 

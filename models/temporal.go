@@ -662,6 +662,10 @@ type Decision struct {
 	// Events are the attempt's last events when the input asked for them
 	// (ReturnEvents); the caller applies them to the run's log.
 	Events *EventBatch `json:"events,omitempty"`
+	// Saved says the activity stored the answer record (message and usage
+	// records) itself, with its leased events (EventLease, DeferWrites):
+	// the caller skips its SaveAnswer step.
+	Saved bool `json:"saved,omitempty"`
 }
 
 // Purposes of a RespondInput.
@@ -726,6 +730,10 @@ type RespondResult struct {
 	// Events are the attempt's last events when the input asked for them
 	// (ReturnEvents); the caller applies them to the run's log.
 	Events *EventBatch `json:"events,omitempty"`
+	// Saved says the activity stored the answer record (message and usage
+	// records) itself, with its leased events (EventLease, DeferWrites):
+	// the caller skips its SaveAnswer step.
+	Saved bool `json:"saved,omitempty"`
 	// Artifacts are the files the answer declared, as stored (their bytes
 	// stay in the database).
 	Artifacts []ArtifactRef `json:"artifacts,omitempty"`

@@ -102,6 +102,7 @@ func (s *Store) LastEventSequence(ctx context.Context, runID string) (int64, err
 
 type eventLeaseRow struct {
 	RunID     string `gorm:"primaryKey"`
+	CallKey   string
 	Producer  string
 	FromSeq   int64
 	UpdatedAt time.Time
@@ -109,22 +110,38 @@ type eventLeaseRow struct {
 
 func (eventLeaseRow) TableName() string { return "event_lease" }
 
-// ClaimEventLease makes producer (one activity attempt) the writer of the
-// run's events from sequence from on (models.EventLease), fencing out any
-// earlier attempt, stores the lease's carried events (those before from
-// that were not stored yet; stored ones are skipped) and returns the events
-// stored from from on: an earlier attempt's, which the claimant continues.
-func (s *Store) ClaimEventLease(ctx context.Context, runID, producer string, from int64, carried []models.Event) ([]models.Event, error) {
+// LeaseWrite is one write of an activity attempt under a run's event
+// lease (models.EventLease).
+type LeaseWrite struct {
+	RunID string
+	// CallKey names the activity across its attempts, Producer the
+	// attempt.
+	CallKey, Producer string
+	From              int64
+	// Claim takes the lease with this write (a first attempt's first
+	// write), unless another attempt of the same call holds it already:
+	// a later one, which fenced this one out.
+	Claim bool
+	// Carried are the lease's events from before From (stored once), with
+	// Claim.
+	Carried []models.Event
+	Events  []models.Event
+	// Answer, if set, is the call's answer record (SaveAnswer, without
+	// forgetting the kept answers: UpdateRunStatus does at the run's end).
+	Answer *models.AnswerRecord
+}
+
+// ClaimEventLease makes producer (a retried attempt of callKey) the writer
+// of the run's events from sequence from on, fencing out earlier attempts,
+// stores the lease's carried events and returns the events stored from
+// from on: the earlier attempts', which the claimant continues.
+func (s *Store) ClaimEventLease(ctx context.Context, runID, callKey, producer string, from int64, carried []models.Event) ([]models.Event, error) {
 	var prior []models.Event
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// The write comes first: on PostgreSQL it locks the row against a
-		// concurrent InsertLeasedEvents, on SQLite it makes the transaction
-		// the writer before it reads.
-		row := eventLeaseRow{RunID: runID, Producer: producer, FromSeq: from, UpdatedAt: time.Now().UTC()}
-		if err := tx.Clauses(clause.OnConflict{
-			Columns:   []clause.Column{{Name: "run_id"}},
-			DoUpdates: clause.AssignmentColumns([]string{"producer", "from_seq", "updated_at"}),
-		}).Create(&row).Error; err != nil {
+		// concurrent write of an earlier attempt, on SQLite it makes the
+		// transaction the writer before it reads.
+		if _, err := claimLease(tx, LeaseWrite{RunID: runID, CallKey: callKey, Producer: producer, From: from}, false); err != nil {
 			return err
 		}
 		if err := insertEvents(tx, carried); err != nil {
@@ -137,19 +154,51 @@ func (s *Store) ClaimEventLease(ctx context.Context, runID, producer string, fro
 	return prior, err
 }
 
-// InsertLeasedEvents stores events numbered under the run's lease if
-// producer still holds it, in one transaction; false (and nothing stored)
-// when another attempt has claimed it since, or the workflow has taken
-// it back (ReleaseEventLease).
-func (s *Store) InsertLeasedEvents(ctx context.Context, runID, producer string, events []models.Event) (bool, error) {
+// claimLease writes the lease row; unlessSameCall keeps a row of another
+// attempt of w's call, and reports false then.
+func claimLease(tx *gorm.DB, w LeaseWrite, unlessSameCall bool) (bool, error) {
+	row := eventLeaseRow{RunID: w.RunID, CallKey: w.CallKey, Producer: w.Producer, FromSeq: w.From, UpdatedAt: time.Now().UTC()}
+	conflict := clause.OnConflict{
+		Columns:   []clause.Column{{Name: "run_id"}},
+		DoUpdates: clause.AssignmentColumns([]string{"call_key", "producer", "from_seq", "updated_at"}),
+	}
+	if unlessSameCall {
+		conflict.Where = clause.Where{Exprs: []clause.Expression{clause.Expr{SQL: "event_lease.call_key <> excluded.call_key"}}}
+	}
+	res := tx.Clauses(conflict).Create(&row)
+	return res.RowsAffected > 0, res.Error
+}
+
+// WriteLeased stores an attempt's events numbered under the run's lease,
+// and its answer record, in one transaction, if the attempt holds the
+// lease (or claims it now: w.Claim); false, with nothing stored, when
+// another attempt has claimed it since, or the workflow has taken it back
+// (ReleaseEventLease).
+func (s *Store) WriteLeased(ctx context.Context, w LeaseWrite) (bool, error) {
 	held := false
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&eventLeaseRow{}).Where("run_id = ? AND producer = ?", runID, producer).Update("updated_at", time.Now().UTC())
-		if res.Error != nil || res.RowsAffected == 0 {
-			return res.Error
+		if w.Claim {
+			ok, err := claimLease(tx, w, true)
+			if err != nil || !ok {
+				return err
+			}
+			if err := insertEvents(tx, w.Carried); err != nil {
+				return err
+			}
+		} else {
+			res := tx.Model(&eventLeaseRow{}).Where("run_id = ? AND producer = ?", w.RunID, w.Producer).Update("updated_at", time.Now().UTC())
+			if res.Error != nil || res.RowsAffected == 0 {
+				return res.Error
+			}
 		}
 		held = true
-		return insertEvents(tx, events)
+		if err := insertEvents(tx, w.Events); err != nil {
+			return err
+		}
+		if w.Answer != nil {
+			return saveAnswer(tx, *w.Answer)
+		}
+		return nil
 	})
 	return held && err == nil, err
 }

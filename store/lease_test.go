@@ -19,36 +19,51 @@ func leaseEvents(run string, from, to int64) []models.Event {
 
 // TestEventLeaseFencing: the attempt holding a run's event lease stores
 // its events; once a later attempt claims the lease, or the workflow takes
-// it back, the earlier attempt stores nothing more, and each claimant
-// learns what its predecessors stored.
+// it back, the earlier attempt stores nothing more, not even with a first
+// write that would claim it, and each claimant learns what its
+// predecessors stored. A first write claims a lease another call held.
 func TestEventLeaseFencing(t *testing.T) {
 	storetest.ForEachDialect(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		run := "run-lease"
 		carried := leaseEvents(run, 1, 2)
-		prior, err := st.ClaimEventLease(ctx, run, "a/1", 3, carried)
-		if err != nil || len(prior) != 0 {
-			t.Fatalf("first claim: %d prior, %v", len(prior), err)
+		// An earlier call's lease, then this call's first attempt claims
+		// it with its first write, which stores the carried events too.
+		if _, err := st.ClaimEventLease(ctx, run, "wf/r/1", "wf/r/1/2", 1, nil); err != nil {
+			t.Fatal(err)
 		}
-		if ok, err := st.InsertLeasedEvents(ctx, run, "a/1", leaseEvents(run, 3, 4)); !ok || err != nil {
-			t.Fatalf("holder's insert: %v %v", ok, err)
+		first := store.LeaseWrite{RunID: run, CallKey: "wf/r/2", Producer: "wf/r/2/1", From: 3, Claim: true, Carried: carried, Events: leaseEvents(run, 3, 4)}
+		if ok, err := st.WriteLeased(ctx, first); !ok || err != nil {
+			t.Fatalf("first attempt's claiming write: %v %v", ok, err)
 		}
-		prior, err = st.ClaimEventLease(ctx, run, "a/2", 3, carried)
+		prior, err := st.ClaimEventLease(ctx, run, "wf/r/2", "wf/r/2/2", 3, carried)
 		if err != nil || len(prior) != 2 || prior[0].Sequence != 3 || prior[1].Sequence != 4 {
-			t.Fatalf("second claim: %v, %v", prior, err)
+			t.Fatalf("second attempt's claim: %v, %v", prior, err)
 		}
-		if ok, err := st.InsertLeasedEvents(ctx, run, "a/1", leaseEvents(run, 5, 5)); ok || err != nil {
-			t.Fatalf("fenced attempt's insert: stored %v, %v", ok, err)
+		stale := store.LeaseWrite{RunID: run, CallKey: "wf/r/2", Producer: "wf/r/2/1", From: 3, Events: leaseEvents(run, 5, 5)}
+		if ok, err := st.WriteLeased(ctx, stale); ok || err != nil {
+			t.Fatalf("fenced attempt's write: stored %v, %v", ok, err)
 		}
-		if ok, err := st.InsertLeasedEvents(ctx, run, "a/2", leaseEvents(run, 5, 6)); !ok || err != nil {
-			t.Fatalf("new holder's insert: %v %v", ok, err)
+		stale.Claim = true
+		if ok, err := st.WriteLeased(ctx, stale); ok || err != nil {
+			t.Fatalf("fenced attempt's claiming write: stored %v, %v", ok, err)
+		}
+		answer := &models.AnswerRecord{RunID: run, Calls: []models.LLMCallRecord{{ID: "call-1", RunID: run, AgentID: "a", Model: "m"}}}
+		second := store.LeaseWrite{RunID: run, CallKey: "wf/r/2", Producer: "wf/r/2/2", From: 3, Events: leaseEvents(run, 5, 6), Answer: answer}
+		if ok, err := st.WriteLeased(ctx, second); !ok || err != nil {
+			t.Fatalf("new holder's write: %v %v", ok, err)
+		}
+		if calls, err := st.LLMCalls(ctx, run); err != nil || len(calls) != 1 {
+			t.Fatalf("the answer's usage records: %d, %v", len(calls), err)
 		}
 		stored, err := st.ReleaseEventLease(ctx, run, 3, carried)
 		if err != nil || len(stored) != 4 || stored[3].Sequence != 6 {
 			t.Fatalf("release: %v, %v", stored, err)
 		}
-		if ok, _ := st.InsertLeasedEvents(ctx, run, "a/2", leaseEvents(run, 7, 7)); ok {
-			t.Fatal("an insert after the release was stored")
+		second.Events = leaseEvents(run, 7, 7)
+		second.Answer = nil
+		if ok, _ := st.WriteLeased(ctx, second); ok {
+			t.Fatal("a write after the release was stored")
 		}
 		all, err := st.ListEvents(ctx, run, store.EventFilter{})
 		if err != nil || len(all) != 6 {

@@ -115,18 +115,26 @@ func runTenantExpr(runID string) clause.Expr {
 // transaction; storing the same record again changes nothing.
 func (s *Store) SaveAnswer(ctx context.Context, rec models.AnswerRecord) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if rec.MessageID != "" {
-			if err := saveMessage(tx, MessageFromSource(rec.MessageID, rec.RunID, rec.ParentMessageID, rec.Content, rec.Source)); err != nil {
-				return fmt.Errorf("save message %s: %w", rec.MessageID, err)
-			}
-		}
-		for _, c := range rec.Calls {
-			if err := recordLLMCall(tx, LLMCallFromRecord(c)); err != nil {
-				return fmt.Errorf("record LLM call %s: %w", c.ID, err)
-			}
+		if err := saveAnswer(tx, rec); err != nil {
+			return err
 		}
 		return forgetAnswers(tx, rec.Calls)
 	})
+}
+
+// saveAnswer writes an answer's message and usage records.
+func saveAnswer(tx *gorm.DB, rec models.AnswerRecord) error {
+	if rec.MessageID != "" {
+		if err := saveMessage(tx, MessageFromSource(rec.MessageID, rec.RunID, rec.ParentMessageID, rec.Content, rec.Source)); err != nil {
+			return fmt.Errorf("save message %s: %w", rec.MessageID, err)
+		}
+	}
+	for _, c := range rec.Calls {
+		if err := recordLLMCall(tx, LLMCallFromRecord(c)); err != nil {
+			return fmt.Errorf("record LLM call %s: %w", c.ID, err)
+		}
+	}
+	return nil
 }
 
 // MessageTree returns a run's messages as a forest: each message under its

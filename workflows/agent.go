@@ -189,7 +189,7 @@ func (t *agentTurn) rounds(ctx workflow.Context) (turnResult, error) {
 			rec.MessageID, rec.ParentMessageID = t.MessageID, t.ParentMessageID
 			rec.Source, rec.Content = t.Source, answer.Output
 		}
-		if err := saveAnswer(ctx, t.Options, rec); err != nil {
+		if err := saveUnsaved(ctx, t.Options, answer.Saved, rec); err != nil {
 			return res, err
 		}
 		res.Usage = res.Usage.Add(answer.Usage)

@@ -230,7 +230,13 @@ const storeOutageLimit = 24 * time.Hour
 // answers. In a run from before changeAnswerSaveStep the activity stored
 // them itself, and there is nothing to do.
 func saveAnswer(ctx workflow.Context, o models.RunOptions, rec models.AnswerRecord) error {
-	if !o.DeferWrites || (len(rec.Calls) == 0 && rec.MessageID == "") {
+	return saveUnsaved(ctx, o, false, rec)
+}
+
+// saveUnsaved is saveAnswer for an answer whose activity may have stored
+// the record itself (saved: models.Decision.Saved, RespondResult.Saved).
+func saveUnsaved(ctx workflow.Context, o models.RunOptions, saved bool, rec models.AnswerRecord) error {
+	if saved || !o.DeferWrites || (len(rec.Calls) == 0 && rec.MessageID == "") {
 		return nil
 	}
 	return workflow.ExecuteLocalActivity(storeLocalContext(ctx), a.SaveAnswer, rec).Get(ctx, nil)

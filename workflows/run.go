@@ -395,7 +395,7 @@ func (w *runWorkflow) run(ctx workflow.Context) (*models.RunResult, error) {
 	if err != nil {
 		return nil, llmError(err, gs, w.hier.GlobalSupervisor, w.in.Options)
 	}
-	if err := saveAnswer(work, w.in.Options, models.AnswerRecord{
+	if err := saveUnsaved(work, w.in.Options, final.Saved, models.AnswerRecord{
 		RunID: w.in.RunID, Calls: final.Calls, MessageID: finalID, Source: gs, Content: final.Output,
 	}); err != nil {
 		return nil, err
@@ -517,7 +517,7 @@ func (w *runWorkflow) runSequential(ctx workflow.Context) error {
 		if err != nil {
 			return llmError(err, gs, w.hier.GlobalSupervisor, w.in.Options)
 		}
-		if err := saveAnswer(ctx, w.in.Options, models.AnswerRecord{RunID: w.in.RunID, Calls: d.Calls}); err != nil {
+		if err := saveUnsaved(ctx, w.in.Options, d.Saved, models.AnswerRecord{RunID: w.in.RunID, Calls: d.Calls}); err != nil {
 			return err
 		}
 		s.Usage = s.Usage.Add(d.Usage)
@@ -657,7 +657,7 @@ func (w *runWorkflow) runRouted(ctx workflow.Context, limit int) error {
 			if err != nil {
 				return llmError(err, gs, w.hier.GlobalSupervisor, w.in.Options)
 			}
-			if err := saveAnswer(ctx, w.in.Options, models.AnswerRecord{RunID: w.in.RunID, Calls: d.Calls}); err != nil {
+			if err := saveUnsaved(ctx, w.in.Options, d.Saved, models.AnswerRecord{RunID: w.in.RunID, Calls: d.Calls}); err != nil {
 				return err
 			}
 			s.Usage = s.Usage.Add(d.Usage)

@@ -179,7 +179,7 @@ func runTeamTurn(ctx workflow.Context, s *TeamState, sink eventSink, budget *del
 					return nil, llmError(err, source, din.Supervisor, in.Options)
 				}
 			}
-			if err := saveAnswer(ctx, in.Options, models.AnswerRecord{RunID: in.RunID, Calls: d.Calls}); err != nil {
+			if err := saveUnsaved(ctx, in.Options, d.Saved, models.AnswerRecord{RunID: in.RunID, Calls: d.Calls}); err != nil {
 				return nil, err
 			}
 			s.Usage = s.Usage.Add(d.Usage)
