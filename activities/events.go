@@ -192,11 +192,11 @@ type publisher struct {
 	claimed bool
 	// answer is the call's answer record, stored with the attempt's last
 	// events (saveWith), and saved says it was.
-	answer *models.AnswerRecord
-	saved  bool
-	wake     chan struct{}
-	done     chan struct{}
-	stopped  chan struct{}
+	answer  *models.AnswerRecord
+	saved   bool
+	wake    chan struct{}
+	done    chan struct{}
+	stopped chan struct{}
 }
 
 func (a *Activities) newPublisher(ctx context.Context, runID string) *publisher {
