@@ -5,6 +5,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"github.com/op-stack/executor/pricing"
 	"log/slog"
 	"sync/atomic"
@@ -172,6 +173,14 @@ func (a *Activities) runLogger(ctx context.Context, runID string, source models.
 func (a *Activities) PersistEvents(ctx context.Context, in models.PersistEventsInput) error {
 	if err := a.Store.InsertEvents(ctx, in.Events); err != nil {
 		return err
+	}
+	// Stored, the events are pushed to the streams: the run's own events
+	// between its LLM calls (a run's end among them) reach clients
+	// without a query. A stream that has them already skips them.
+	if p, ok := a.Notifier.(notify.Pusher); ok && len(in.Events) > 0 {
+		if payload, err := json.Marshal(in.Events); err == nil {
+			p.Push(ctx, in.Events[0].RunID, payload)
+		}
 	}
 	// Stored first, so a delivery never announces an event that
 	// runs/events does not have yet.

@@ -192,11 +192,13 @@ type publisher struct {
 	claimed bool
 	// answer is the call's answer record, stored with the attempt's last
 	// events (saveWith), and saved says it was.
-	answer  *models.AnswerRecord
-	saved   bool
-	wake    chan struct{}
-	done    chan struct{}
-	stopped chan struct{}
+	answer *models.AnswerRecord
+	saved  bool
+	// unstored says a write under the lease failed (EventBatch.Unstored).
+	unstored bool
+	wake     chan struct{}
+	done     chan struct{}
+	stopped  chan struct{}
 }
 
 func (a *Activities) newPublisher(ctx context.Context, runID string) *publisher {
@@ -341,7 +343,7 @@ func (p *publisher) finish(keep bool) *models.EventBatch {
 			return nil
 		}
 		p.seq++
-		return &models.EventBatch{Producer: p.producer, Seq: p.seq, Events: p.leased, Leased: true}
+		return &models.EventBatch{Producer: p.producer, Seq: p.seq, Events: p.leased, Leased: true, Unstored: p.unstored}
 	}
 	if keep && p.streamed() && p.canDeliver() {
 		// A streaming answer's last deltas go by update too: pushed, they
@@ -609,6 +611,9 @@ func (p *publisher) useLease(ctx context.Context, lease *models.EventLease) erro
 		return nil
 	}
 	prior, err := p.a.Store.ClaimEventLease(ctx, p.runID, p.callKey, p.producer, lease.From, lease.Events)
+	if err == nil {
+		err = p.a.queueWebhooks(ctx, lease.Events)
+	}
 	if err != nil {
 		return fmt.Errorf("claim the run's event lease: %w", err)
 	}
@@ -703,6 +708,9 @@ func (p *publisher) flushLeased(ctx context.Context, events []models.Event) {
 	switch {
 	case err != nil:
 		p.leaseOff = true
+		p.mu.Lock()
+		p.unstored = true
+		p.mu.Unlock()
 		p.a.logger(ctx).Warn("store leased events; the rest of the call's events go with its result", "run_id", p.runID, "error", err)
 		return
 	case !held:
@@ -714,6 +722,17 @@ func (p *publisher) flushLeased(ctx context.Context, events []models.Event) {
 		for _, e := range kept {
 			p.a.Metrics.EventPublished(e.Event.Category, e.Event.Action)
 		}
+	}
+	webhookEvents := kept
+	if w.Claim {
+		webhookEvents = append(append([]models.Event(nil), w.Carried...), kept...)
+	}
+	if err := p.a.queueWebhooks(ctx, webhookEvents); err != nil {
+		// The workflow's own store step queues them again (once).
+		p.mu.Lock()
+		p.unstored = true
+		p.mu.Unlock()
+		p.a.logger(ctx).Warn("queue webhooks of leased events", "run_id", p.runID, "error", err)
 	}
 	p.announced.Store(true)
 	pusher, ok := p.a.Notifier.(notify.Pusher)
@@ -743,5 +762,12 @@ func (a *Activities) ReleaseEventLease(ctx context.Context, in models.ReleaseLea
 	if a.Store == nil {
 		return nil, nil // a worker without the store takes no lease (useLease)
 	}
-	return a.Store.ReleaseEventLease(ctx, in.RunID, in.Lease.From, in.Lease.Events)
+	stored, err := a.Store.ReleaseEventLease(ctx, in.RunID, in.Lease.From, in.Lease.Events)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.queueWebhooks(ctx, append(append([]models.Event(nil), in.Lease.Events...), stored...)); err != nil {
+		return nil, err
+	}
+	return stored, nil
 }

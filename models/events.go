@@ -146,6 +146,10 @@ type EventBatch struct {
 	// sequences the activity gave them under its EventLease, from the
 	// lease's From on; they are stored and were pushed to the streams.
 	Leased bool `json:"leased,omitempty"`
+	// Unstored, with Leased, says some of the events (or of those the
+	// lease carried) could not be stored, or their webhooks queued: the
+	// workflow stores them as its own (PersistEvents).
+	Unstored bool `json:"unstored,omitempty"`
 }
 
 // EventLease hands a run's next sequences to the one activity the

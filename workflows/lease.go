@@ -76,7 +76,7 @@ func (w *runWorkflow) endLease(ctx workflow.Context, l *models.EventLease, batch
 	if !log.ApplyLeased(events) {
 		workflow.GetLogger(ctx).Error("leased events have a gap", "run_id", w.in.RunID, "from", l.From, "last", log.LastSequence)
 	}
-	if log.LastSequence >= l.From {
+	if log.LastSequence >= l.From && (batch == nil || !batch.Unstored) {
 		// The activity stored them, and what the lease carried.
 		log.MarkPersisted(log.LastSequence, keepEvents)
 	}
