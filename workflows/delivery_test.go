@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/workflows"
@@ -28,6 +29,10 @@ func TestEventUpdates(t *testing.T) {
 		return &models.RespondResult{Output: "output of " + in.Agent.Name}, nil
 	}
 	env := newEnv(t, f)
+	// The updates come while the writer's call is under way: without an
+	// event lease, as for a run's parallel teams (a lease defers them:
+	// TestEventLeaseDefersUpdates).
+	env.OnGetVersion("event-lease", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	stream := func(producer string, seq int, text string) models.EventBatch {
 		return models.EventBatch{Producer: producer, Seq: seq, Events: []models.Event{{RunID: "run-1",
 			Event: models.EventKind{Category: models.CategoryLLM, Action: models.ActionStream}, Data: map[string]any{"content": text}}}}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/op-stack/executor/models"
 	"github.com/op-stack/executor/workflows"
@@ -144,5 +146,64 @@ func TestEventLeaseTakenBack(t *testing.T) {
 	}
 	if last := page.Events[len(page.Events)-1]; last.Event.Action != models.ActionFailed || last.Sequence <= from {
 		t.Errorf("last event %d %v, want lifecycle.failed after the lease", last.Sequence, last.Event)
+	}
+}
+
+// TestEventLeaseDefersUpdates: an event batch that reaches the run by
+// update while an activity holds the lease (a tool's, say) is taken but
+// not numbered (its answer says first 0, so the activity announces it
+// instead of pushing); it is numbered after the leased events, in order.
+func TestEventLeaseDefersUpdates(t *testing.T) {
+	f := &fakeActivities{decisions: map[string][]models.Decision{"gs": {dispatch("writing", "go")}, "ts-w": {dispatch("writer", "go")}}}
+	var mu sync.Mutex
+	var leases []models.EventLease
+	leased := leasedRespond(&leases, &mu)
+	f.respond = func(ctx context.Context, in models.RespondInput) (*models.RespondResult, error) {
+		if in.Agent.AgentID == "w-writer" {
+			time.Sleep(300 * time.Millisecond)
+		}
+		return leased(ctx, in)
+	}
+	env := newEnv(t, f)
+	var answer models.EventDelivery
+	answered := false
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(models.UpdateEvents, "u1", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("update refused: %v", err) },
+			OnComplete: func(v any, err error) {
+				if err == nil {
+					answer, answered = v.(models.EventDelivery), true
+				}
+			},
+		}, models.EventBatch{Producer: "tool/1", Seq: 1, Events: []models.Event{{RunID: "run-1",
+			Event: models.EventKind{Category: models.CategoryLLM, Action: models.ActionToolResult}, Data: map[string]any{"content": "t"}}}})
+	}, 100*time.Millisecond)
+	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(testHierarchy()))
+	mustComplete(t, env)
+	if !answered || answer.First != 0 {
+		t.Fatalf("update during the lease answered %+v (answered %v), want first 0", answer, answered)
+	}
+	v, err := env.QueryWorkflow(models.QueryEvents, models.EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page models.EventPage
+	if err := v.Get(&page); err != nil {
+		t.Fatal(err)
+	}
+	checkSequences(t, page.Events)
+	var writer models.EventLease
+	for _, l := range leases {
+		if page.Events[l.From-1].Source.AgentID == "w-writer" {
+			writer = l
+		}
+	}
+	if writer.From == 0 {
+		t.Fatal("the writer's call had no lease")
+	}
+	// The writer's leased events are From and From+1; the tool's result
+	// comes right after them.
+	if e := page.Events[writer.From+1]; e.Event.Action != models.ActionToolResult {
+		t.Errorf("event %d after the writer's lease is %v, want the deferred llm.tool_result", e.Sequence, e.Event)
 	}
 }
