@@ -129,9 +129,12 @@ func (a *Activities) SetRunStatus(ctx context.Context, u models.RunStatusUpdate)
 		a.Metrics.RunFinished(u.Status)
 	}
 	// The workflow writes a terminal status after its terminal event, so
-	// this wakes the streams to read that event and end; "running" comes
-	// right after the run's first events.
-	a.notifyRun(ctx, u.RunID)
+	// this wakes the streams to read that event and end: it pushes the
+	// log's stored tail, the terminal event last. "running" comes right
+	// after the run's first events.
+	if !models.IsTerminal(u.Status) || !a.pushTail(ctx, u.RunID) {
+		a.notifyRun(ctx, u.RunID)
+	}
 	if a.RunEnded != nil && models.IsTerminal(u.Status) {
 		// After the write: the run no longer counts against its tenant's
 		// limit, so its place goes to the oldest queued run.
@@ -175,13 +178,18 @@ func (a *Activities) PersistEvents(ctx context.Context, in models.PersistEventsI
 		return err
 	}
 	// Stored, the events are pushed to the streams: the run's own events
-	// between its LLM calls (a run's end among them) reach clients
-	// without a query. A stream that has them already skips them.
-	if p, ok := a.Notifier.(notify.Pusher); ok && len(in.Events) > 0 {
-		if payload, err := json.Marshal(in.Events); err == nil {
-			p.Push(ctx, in.Events[0].RunID, payload)
+	// between its LLM calls reach clients without a query. A stream that
+	// has them already skips them. Not the terminal event: a client that
+	// reads it may act on the run as finished (fork it, read its result),
+	// so it goes once the terminal status is written (SetRunStatus).
+	events := in.Events
+	for i, e := range events {
+		if models.IsTerminalEvent(e.Event) {
+			events = events[:i]
+			break
 		}
 	}
+	a.push(ctx, events)
 	// Stored first, so a delivery never announces an event that
 	// runs/events does not have yet.
 	return a.queueWebhooks(ctx, in.Events)
@@ -194,4 +202,40 @@ func (a *Activities) PersistEvents(ctx context.Context, in models.PersistEventsI
 // call; storing a record twice stores it once.
 func (a *Activities) SaveAnswer(ctx context.Context, rec models.AnswerRecord) error {
 	return a.Store.SaveAnswer(ctx, rec)
+}
+
+// push hands stored events of one run to the API's streams (notify.Pusher);
+// a no-op without a Pusher or events.
+func (a *Activities) push(ctx context.Context, events []models.Event) bool {
+	p, ok := a.Notifier.(notify.Pusher)
+	if !ok || len(events) == 0 {
+		return false
+	}
+	payload, err := json.Marshal(events)
+	if err != nil {
+		return false
+	}
+	p.Push(ctx, events[0].RunID, payload)
+	return true
+}
+
+// terminalTail is how many of a finished run's last stored events its
+// terminal status write pushes: the terminal event and what the workflow
+// stored with it.
+const terminalTail = 16
+
+// pushTail pushes the run's last stored events; false when it could not.
+func (a *Activities) pushTail(ctx context.Context, runID string) bool {
+	if _, ok := a.Notifier.(notify.Pusher); !ok {
+		return false
+	}
+	last, err := a.Store.LastEventSequence(ctx, runID)
+	if err != nil || last == 0 {
+		return false
+	}
+	events, err := a.Store.ListEvents(ctx, runID, store.EventFilter{After: max(0, last-terminalTail), Limit: terminalTail})
+	if err != nil {
+		return false
+	}
+	return a.push(ctx, events)
 }

@@ -114,6 +114,12 @@ func (s Source) SubAgentLevel() int {
 	return s.Depth - 2
 }
 
+// IsTerminalEvent says whether an event of kind k ends its run's log
+// (lifecycle.completed, failed or cancelled).
+func IsTerminalEvent(k EventKind) bool {
+	return k.Category == CategoryLifecycle && (k.Action == ActionCompleted || k.Action == ActionFailed || k.Action == ActionCancelled)
+}
+
 // EventKind is an event's type: "<category>.<action>" on the wire.
 type EventKind struct {
 	Category string `json:"category"`

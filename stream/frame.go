@@ -55,10 +55,7 @@ func encodeFrame(e models.Event, publicID string) (Frame, error) {
 
 var lineBreaks = strings.NewReplacer("\r", "", "\n", "")
 
-func isTerminalEvent(k models.EventKind) bool {
-	return k.Category == models.CategoryLifecycle &&
-		(k.Action == models.ActionCompleted || k.Action == models.ActionFailed || k.Action == models.ActionCancelled)
-}
+func isTerminalEvent(k models.EventKind) bool { return models.IsTerminalEvent(k) }
 
 // PublicEvents shows a run's events as its tenant sees them: with the run's
 // public id as their run_id (see encodeFrame).
