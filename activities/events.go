@@ -610,7 +610,7 @@ func (p *publisher) useLease(ctx context.Context, lease *models.EventLease) erro
 		p.mu.Unlock()
 		return nil
 	}
-	prior, err := p.a.Store.ClaimEventLease(ctx, p.runID, p.callKey, p.producer, lease.From, lease.Events)
+	prior, err := p.a.Store.ClaimEventLease(ctx, p.runID, p.callKey, p.producer, lease.From, lease.Events, lease.Forget)
 	if err == nil {
 		err = p.a.queueWebhooks(ctx, lease.Events)
 	}
@@ -685,7 +685,7 @@ func (p *publisher) flushLeased(ctx context.Context, events []models.Event) {
 	p.leased = append(p.leased, kept...)
 	w := store.LeaseWrite{RunID: p.runID, CallKey: p.callKey, Producer: p.producer, From: p.lease.From, Claim: !p.claimed, Events: kept, Answer: p.answer}
 	if w.Claim {
-		w.Carried = p.lease.Events
+		w.Carried, w.Forget = p.lease.Events, p.lease.Forget
 	}
 	carried := p.lease.Events
 	p.answer = nil

@@ -54,8 +54,14 @@ func guardWork(ctx context.Context, interval time.Duration, record func(), ignor
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		cancelled := ctx.Done()
-		for {
-			record()
+		// The first heartbeat waits an interval: the SDK sends a first one
+		// at once as an RPC, which the server writes, and a call that ends
+		// within the interval (a fast answer) needs none. The heartbeat
+		// timeout counts from the attempt's start either way.
+		for first := true; ; first = false {
+			if !first {
+				record()
+			}
 			select {
 			case <-done:
 				return

@@ -58,17 +58,20 @@ func TestEventsStoredDuringPause(t *testing.T) {
 
 	waitFor(t, 30*time.Second, "the searcher's call", func() bool { return len(callsMatching(e.fake.Calls(), "W-SEARCHER")) > 0 })
 	e.mustPost("/runs/pause", map[string]any{"id": id}, nil)
-	var pausedAt int64
-	waitFor(t, 30*time.Second, "the searcher's call to end during the pause", func() bool {
+	// The searcher's call streams under the run's event lease, so the
+	// workflow numbers lifecycle.paused after the call's events (without
+	// the lease, the call's end comes after it).
+	var pausedAt, usageAt int64
+	waitFor(t, 30*time.Second, "the searcher's call to end and the pause", func() bool {
 		for _, ev := range sent() {
 			if ev.Event.Category == models.CategoryLifecycle && ev.Event.Action == models.ActionPaused {
 				pausedAt = ev.Sequence
 			}
-			if pausedAt > 0 && ev.Source.AgentID == "w-searcher" && ev.Event.Action == models.ActionUsage {
-				return true
+			if ev.Source.AgentID == "w-searcher" && ev.Event.Action == models.ActionUsage {
+				usageAt = ev.Sequence
 			}
 		}
-		return false
+		return pausedAt > 0 && usageAt > 0
 	})
 	time.Sleep(time.Second) // the documented bound, with room to spare
 	if v := e.getRun(id); v.Status != models.RunPaused {
@@ -85,14 +88,13 @@ func TestEventsStoredDuringPause(t *testing.T) {
 				live[i].Sequence, live[i].Event, live[i].Source.AgentID)
 		}
 	}
-	after := 0
+	// The pause landed during the searcher's call: nothing of a later
+	// step (the team supervisor's next decision) came before it.
 	for _, ev := range live {
-		if ev.Sequence > pausedAt {
-			after++
+		if ev.Sequence > usageAt && ev.Sequence < pausedAt {
+			t.Errorf("event %d %s (%s) came between the searcher's call (ending at %d) and lifecycle.paused (%d): the pause did not land during the call",
+				ev.Sequence, ev.Event, ev.Source.AgentID, usageAt, pausedAt)
 		}
-	}
-	if after == 0 {
-		t.Errorf("no event came after lifecycle.paused (sequence %d): the pause did not land during the searcher's call", pausedAt)
 	}
 
 	e.mustPost("/runs/resume", map[string]any{"id": id}, nil)

@@ -157,24 +157,26 @@ func (l *EventLog) StartLease() int64 {
 
 // ApplyLeased appends the events an activity numbered under the
 // outstanding lease, as they are: those the log has already are skipped.
-// It stops at the first that would leave a gap and reports false then.
+// It returns those it appended, and stops at the first that would leave a
+// gap, reporting false then.
 // The caller marks them stored (MarkPersisted): the activity stored them,
 // with the unstored events the lease carried.
-func (l *EventLog) ApplyLeased(events []Event) bool {
+func (l *EventLog) ApplyLeased(events []Event) (applied []Event, ok bool) {
 	for _, e := range events {
 		if e.Sequence <= l.LastSequence {
 			continue
 		}
 		if e.Sequence != l.LastSequence+1 {
-			return false
+			return applied, false
 		}
 		if e.Data == nil {
 			e.Data = map[string]any{}
 		}
 		l.Events = append(l.Events, e)
 		l.LastSequence = e.Sequence
+		applied = append(applied, e)
 	}
-	return true
+	return applied, true
 }
 
 // EndLease ends the outstanding lease and numbers the events deferred

@@ -173,6 +173,11 @@ type EventLease struct {
 	// and pushes them with its first batch, so the database and the
 	// streams stay gap-free.
 	Events []Event `json:"events,omitempty"`
+	// Forget are the usage record ids (llm_call_id) of the calls of the
+	// previous leased activity, which has completed: the answers kept
+	// for its retries go with the lease's claim (an activity that stores
+	// its answer record itself leaves them to the next).
+	Forget []string `json:"forget,omitempty"`
 }
 
 // ReleaseLeaseInput takes a run's EventLease back after the activity that

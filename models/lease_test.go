@@ -34,11 +34,11 @@ func TestEventLease(t *testing.T) {
 		{Sequence: 2, Event: EventKind{Category: CategoryLLM, Action: ActionStream}},
 		{Sequence: 3, Event: EventKind{Category: CategoryLLM, Action: ActionUsage}},
 	}
-	if !l.ApplyLeased(leased) {
-		t.Fatal("ApplyLeased refused contiguous events")
+	if got, ok := l.ApplyLeased(leased); !ok || len(got) != 2 {
+		t.Fatalf("ApplyLeased of contiguous events: %d applied, ok %v", len(got), ok)
 	}
-	if !l.ApplyLeased(leased) || l.LastSequence != 3 {
-		t.Fatalf("applied twice: last %d, want 3", l.LastSequence)
+	if got, ok := l.ApplyLeased(leased); !ok || len(got) != 0 || l.LastSequence != 3 {
+		t.Fatalf("applied twice: %d applied again, last %d, want 3", len(got), l.LastSequence)
 	}
 	l.EndLease()
 	if l.LeaseFrom != 0 || l.Deferred != nil || l.LastSequence != 5 {
@@ -56,7 +56,7 @@ func TestEventLease(t *testing.T) {
 	if l.Events[3].Event.Action != ActionWarning || l.Events[4].Event.Action != ActionToolResult {
 		t.Fatalf("deferred events out of order: %v then %v", l.Events[3].Event, l.Events[4].Event)
 	}
-	if l.ApplyLeased([]Event{{Sequence: 9}}) {
+	if _, ok := l.ApplyLeased([]Event{{Sequence: 9}}); ok {
 		t.Fatal("ApplyLeased took an event after a gap")
 	}
 }

@@ -100,12 +100,17 @@ func (s *Store) KeptAnswers(ctx context.Context, runID string) (int64, error) {
 // stored: the activity that received them has completed, so no attempt of
 // it will ask for them again.
 func forgetAnswers(tx *gorm.DB, calls []models.LLMCallRecord) error {
-	if len(calls) == 0 {
-		return nil
-	}
 	ids := make([]string, len(calls))
 	for i, c := range calls {
 		ids[i] = c.ID
+	}
+	return forgetCalls(tx, ids)
+}
+
+// forgetCalls drops the answers kept for these usage record ids.
+func forgetCalls(tx *gorm.DB, ids []string) error {
+	if len(ids) == 0 {
+		return nil
 	}
 	return tx.Where("call_id IN ?", ids).Delete(&keptAnswerRow{}).Error
 }

@@ -127,15 +127,18 @@ type LeaseWrite struct {
 	Carried []models.Event
 	Events  []models.Event
 	// Answer, if set, is the call's answer record (SaveAnswer, without
-	// forgetting the kept answers: UpdateRunStatus does at the run's end).
+	// forgetting its kept answers: its retries may still need them).
 	Answer *models.AnswerRecord
+	// Forget, with Claim, drops the answers kept for these usage records
+	// (models.EventLease.Forget).
+	Forget []string
 }
 
 // ClaimEventLease makes producer (a retried attempt of callKey) the writer
 // of the run's events from sequence from on, fencing out earlier attempts,
 // stores the lease's carried events and returns the events stored from
 // from on: the earlier attempts', which the claimant continues.
-func (s *Store) ClaimEventLease(ctx context.Context, runID, callKey, producer string, from int64, carried []models.Event) ([]models.Event, error) {
+func (s *Store) ClaimEventLease(ctx context.Context, runID, callKey, producer string, from int64, carried []models.Event, forget []string) ([]models.Event, error) {
 	var prior []models.Event
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// The write comes first: on PostgreSQL it locks the row against a
@@ -145,6 +148,9 @@ func (s *Store) ClaimEventLease(ctx context.Context, runID, callKey, producer st
 			return err
 		}
 		if err := insertEvents(tx, carried); err != nil {
+			return err
+		}
+		if err := forgetCalls(tx, forget); err != nil {
 			return err
 		}
 		var err error
@@ -183,6 +189,9 @@ func (s *Store) WriteLeased(ctx context.Context, w LeaseWrite) (bool, error) {
 				return err
 			}
 			if err := insertEvents(tx, w.Carried); err != nil {
+				return err
+			}
+			if err := forgetCalls(tx, w.Forget); err != nil {
 				return err
 			}
 		} else {

@@ -29,14 +29,22 @@ func TestEventLeaseFencing(t *testing.T) {
 		carried := leaseEvents(run, 1, 2)
 		// An earlier call's lease, then this call's first attempt claims
 		// it with its first write, which stores the carried events too.
-		if _, err := st.ClaimEventLease(ctx, run, "wf/r/1", "wf/r/1/2", 1, nil); err != nil {
+		if _, err := st.ClaimEventLease(ctx, run, "wf/r/1", "wf/r/1/2", 1, nil, nil); err != nil {
 			t.Fatal(err)
 		}
-		first := store.LeaseWrite{RunID: run, CallKey: "wf/r/2", Producer: "wf/r/2/1", From: 3, Claim: true, Carried: carried, Events: leaseEvents(run, 3, 4)}
+		// The earlier call's answer, kept for its retries, goes with the
+		// next claim (Forget).
+		if err := st.KeepAnswer(ctx, store.KeptAnswer{CallKey: "wf/r/1", Ordinal: 1, RunID: run, Response: "{}", Record: models.LLMCallRecord{ID: "call-0", RunID: run, AgentID: "a", Model: "m"}}); err != nil {
+			t.Fatal(err)
+		}
+		first := store.LeaseWrite{RunID: run, CallKey: "wf/r/2", Producer: "wf/r/2/1", From: 3, Claim: true, Carried: carried, Events: leaseEvents(run, 3, 4), Forget: []string{"call-0"}}
 		if ok, err := st.WriteLeased(ctx, first); !ok || err != nil {
 			t.Fatalf("first attempt's claiming write: %v %v", ok, err)
 		}
-		prior, err := st.ClaimEventLease(ctx, run, "wf/r/2", "wf/r/2/2", 3, carried)
+		if n, err := st.KeptAnswers(ctx, run); n != 0 || err != nil {
+			t.Fatalf("%d answers kept after the claim that forgets them (%v)", n, err)
+		}
+		prior, err := st.ClaimEventLease(ctx, run, "wf/r/2", "wf/r/2/2", 3, carried, nil)
 		if err != nil || len(prior) != 2 || prior[0].Sequence != 3 || prior[1].Sequence != 4 {
 			t.Fatalf("second attempt's claim: %v, %v", prior, err)
 		}
@@ -53,7 +61,7 @@ func TestEventLeaseFencing(t *testing.T) {
 		if ok, err := st.WriteLeased(ctx, second); !ok || err != nil {
 			t.Fatalf("new holder's write: %v %v", ok, err)
 		}
-		if calls, err := st.LLMCalls(ctx, run); err != nil || len(calls) != 1 {
+		if calls, err := st.LLMCalls(ctx, run); err != nil || len(calls) != 2 { // call-0 (kept) and call-1
 			t.Fatalf("the answer's usage records: %d, %v", len(calls), err)
 		}
 		stored, err := st.ReleaseEventLease(ctx, run, 3, carried)

@@ -45,7 +45,9 @@ func (w *runWorkflow) lease(ctx workflow.Context) *models.EventLease {
 		carried = w.heldAfter(base)
 	}
 	w.pushedUpTo = log.LastSequence
-	return &models.EventLease{From: log.StartLease(), Events: carried}
+	forget := w.forget
+	w.forget = nil
+	return &models.EventLease{From: log.StartLease(), Events: carried, Forget: forget}
 }
 
 // endLease ends what lease began, once the activity's result (its returned
@@ -73,8 +75,20 @@ func (w *runWorkflow) endLease(ctx workflow.Context, l *models.EventLease, batch
 			workflow.GetLogger(ctx).Error("take back the event lease", "run_id", w.in.RunID, "error", lerr)
 		}
 	}
-	if !log.ApplyLeased(events) {
+	worker := w.state.CurrentWorker
+	applied, ok := log.ApplyLeased(events)
+	if !ok {
 		workflow.GetLogger(ctx).Error("leased events have a gap", "run_id", w.in.RunID, "from", l.From, "last", log.LastSequence)
+	}
+	w.follow(applied)
+	// The next lease drops the answers kept for these calls' retries: the
+	// activity has completed (an activity that stored its answer record
+	// itself leaves them to it; SaveAnswer drops them otherwise).
+	w.forget = nil
+	for _, e := range applied {
+		if id, _ := e.Data["llm_call_id"].(string); id != "" && e.Event.Action == models.ActionUsage {
+			w.forget = append(w.forget, id)
+		}
 	}
 	if log.LastSequence >= l.From && (batch == nil || !batch.Unstored) {
 		// The activity stored them, and what the lease carried.
@@ -82,6 +96,9 @@ func (w *runWorkflow) endLease(ctx workflow.Context, l *models.EventLease, batch
 	}
 	w.pushedUpTo = max(w.pushedUpTo, log.LastSequence)
 	log.EndLease()
+	if w.state.CurrentWorker != worker {
+		w.describe(ctx) // a team supervisor dispatched a worker
+	}
 	if batch != nil && !batch.Leased {
 		// An activity that did not take the lease (a worker without the
 		// store) returned its events unnumbered.

@@ -85,7 +85,10 @@ type runWorkflow struct {
 	eventLeases bool
 	noLease     bool
 	producing   int
-	root        workflow.Context
+	// forget are the usage record ids whose kept answers the next lease
+	// drops (models.EventLease.Forget).
+	forget []string
+	root   workflow.Context
 	// admissionQueue lets a run started queued wait for admission
 	// (changeAdmissionQueue); queued is set while it waits.
 	admissionQueue bool
@@ -1364,6 +1367,13 @@ func (w *runWorkflow) applyInOrder(b models.EventBatch) []models.Event {
 	} else {
 		applied = w.state.Log.ApplyBatch(b)
 	}
+	w.follow(applied)
+	return applied
+}
+
+// follow keeps the progress current with the dispatch events an activity
+// sent.
+func (w *runWorkflow) follow(applied []models.Event) {
 	for _, e := range applied {
 		switch {
 		case e.Event.Category == models.CategoryDispatch && e.Event.Action == models.ActionWorker:
@@ -1373,7 +1383,6 @@ func (w *runWorkflow) applyInOrder(b models.EventBatch) []models.Event {
 			w.state.CurrentWorker = ""
 		}
 	}
-	return applied
 }
 
 func (w *runWorkflow) progress() models.Progress {
