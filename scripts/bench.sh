@@ -44,7 +44,9 @@ mkdir -p "$out"
 freeport() {
 	local p
 	for _ in $(seq 50); do
-		p=$((20000 + RANDOM % 30000))
+		# Below the kernel's ephemeral range (32768–60999), where a client
+		# connection may hold a port nothing listens on.
+		p=$((20000 + RANDOM % 12000))
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			echo "$p"
 			return
