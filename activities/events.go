@@ -196,9 +196,12 @@ type publisher struct {
 	saved  bool
 	// unstored says a write under the lease failed (EventBatch.Unstored).
 	unstored bool
-	wake     chan struct{}
-	done     chan struct{}
-	stopped  chan struct{}
+	// keeps are received answers to keep (keepAnswer) with the lease's
+	// next write.
+	keeps   []store.KeptAnswer
+	wake    chan struct{}
+	done    chan struct{}
+	stopped chan struct{}
 }
 
 func (a *Activities) newPublisher(ctx context.Context, runID string) *publisher {
@@ -286,6 +289,10 @@ func (p *publisher) delta(source models.Source, action, text string, extra map[s
 	}
 	p.pending = append(p.pending, p.event(source, models.CategoryLLM, action, data))
 	p.tailCall = call
+	grace := firstDeltaGrace
+	if p.lease != nil {
+		grace = leasedFirstDeltaGrace
+	}
 	p.mu.Unlock()
 	if first {
 		// Shortly, not at once: an answer that is complete within the grace
@@ -293,7 +300,7 @@ func (p *publisher) delta(source models.Source, action, text string, extra map[s
 		// activity's result, rather than costing the run an extra signal
 		// and workflow task, which would also hold back the activity's
 		// completion behind it.
-		time.AfterFunc(firstDeltaGrace, p.flushSoon)
+		time.AfterFunc(grace, p.flushSoon)
 	}
 }
 
@@ -303,6 +310,13 @@ func (p *publisher) delta(source models.Source, action, text string, extra map[s
 // that arrive at once were split into two batches often enough to cost
 // 1.5–2 ms per call; 2 ms keeps both.
 const firstDeltaGrace = 2 * time.Millisecond
+
+// leasedFirstDeltaGrace is firstDeltaGrace under an event lease, where a
+// batch is a database write: an answer complete within it (a zero-delay
+// model answers in about 2.5 ms here) costs one write with its answer
+// record and kept answer, rather than two on the call's way; the first
+// token still reaches a client in a few milliseconds.
+const leasedFirstDeltaGrace = 5 * time.Millisecond
 
 func (p *publisher) flushSoon() {
 	select {
@@ -466,7 +480,7 @@ func (p *publisher) flush(ctx context.Context) {
 	}
 	events := p.pending
 	if p.lease != nil {
-		if len(events) == 0 && p.answer == nil {
+		if len(events) == 0 && p.answer == nil && len(p.keeps) == 0 {
 			p.mu.Unlock()
 			return
 		}
@@ -644,6 +658,40 @@ func (p *publisher) finishSaving(keep, deferWrites bool, rec models.AnswerRecord
 	return batch, p.answerSaved()
 }
 
+// keepWithLease has a received answer kept (keepAnswer) with the lease's
+// next write, in its transaction: the attempt's last events, most often,
+// which follow at once. It reports false without a lease in use; the
+// caller keeps the answer on its own then. A write that comes later than
+// keepSoon (the attempt asks the model again, or runs tools) is made
+// for it.
+func (p *publisher) keepWithLease(k store.KeptAnswer) bool {
+	p.mu.Lock()
+	if p.lease == nil || p.unstored {
+		p.mu.Unlock()
+		return false
+	}
+	p.keeps = append(p.keeps, k)
+	p.mu.Unlock()
+	time.AfterFunc(keepSoon, p.flushSoon)
+	return true
+}
+
+// keepSoon bounds how long a received answer waits to be kept with the
+// lease's next write.
+const keepSoon = 5 * time.Millisecond
+
+// keepAlone keeps answers that a leased write did not take, each in a
+// transaction of its own (as keepAnswer does without a lease).
+func (p *publisher) keepAlone(ctx context.Context, keeps []store.KeptAnswer) {
+	for _, k := range keeps {
+		kctx, cancel := context.WithTimeout(ctx, keptAnswerTimeout)
+		if err := p.a.Store.KeepAnswer(kctx, k); err != nil {
+			p.a.logger(ctx).Warn("keep LLM answer", "run_id", p.runID, "llm_call_id", k.Record.ID, "error", err)
+		}
+		cancel()
+	}
+}
+
 // saveWith has the call's answer record stored with the attempt's last
 // events, under the lease (a no-op without one); answerSaved then says
 // whether it was, so the workflow need not store it (SaveAnswer).
@@ -683,16 +731,20 @@ func (p *publisher) flushLeased(ctx context.Context, events []models.Event) {
 		kept = append(kept, e)
 	}
 	p.leased = append(p.leased, kept...)
-	w := store.LeaseWrite{RunID: p.runID, CallKey: p.callKey, Producer: p.producer, From: p.lease.From, Claim: !p.claimed, Events: kept, Answer: p.answer}
+	w := store.LeaseWrite{RunID: p.runID, CallKey: p.callKey, Producer: p.producer, From: p.lease.From, Claim: !p.claimed, Events: kept, Answer: p.answer, Keep: p.keeps}
 	if w.Claim {
 		w.Carried, w.Forget = p.lease.Events, p.lease.Forget
 	}
 	carried := p.lease.Events
-	p.answer = nil
+	p.answer, p.keeps = nil, nil
 	p.mu.Unlock()
 	p.signals++
 	p.lastSignal = time.Now()
-	if (len(kept) == 0 && w.Answer == nil) || p.leaseOff {
+	if p.leaseOff {
+		p.keepAlone(ctx, w.Keep)
+		return
+	}
+	if len(kept) == 0 && w.Answer == nil && len(w.Keep) == 0 {
 		return
 	}
 	sctx, cancel := context.WithTimeout(ctx, updateTimeout)
@@ -700,6 +752,9 @@ func (p *publisher) flushLeased(ctx context.Context, events []models.Event) {
 	start := time.Now()
 	held, err := p.a.Store.WriteLeased(sctx, w)
 	p.a.deliveryTook(time.Since(start))
+	if !held || err != nil {
+		p.keepAlone(ctx, w.Keep)
+	}
 	if held && err == nil {
 		p.mu.Lock()
 		p.claimed, p.saved = true, p.saved || w.Answer != nil

@@ -91,6 +91,9 @@ func (a *Activities) keepAnswer(ctx context.Context, pub *publisher, fingerprint
 	k := store.KeptAnswer{
 		CallKey: pub.callKey, Ordinal: pub.answers, RunID: pub.runID, Fingerprint: fingerprint, Response: string(raw), Record: rec,
 	}
+	if pub.keepWithLease(k) {
+		return
+	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keptAnswerTimeout)
 	pub.keeping.Add(1)
 	go func() {

@@ -51,6 +51,11 @@ func (keptAnswerRow) TableName() string { return "llm_answer" }
 // second answer for the same call key and ordinal (two attempts running
 // at once) keeps the first; its own usage record is still written.
 func (s *Store) KeepAnswer(ctx context.Context, k KeptAnswer) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return keepAnswer(tx, k) })
+}
+
+// keepAnswer is KeepAnswer's writes, in tx.
+func keepAnswer(tx *gorm.DB, k KeptAnswer) error {
 	rec, err := json.Marshal(k.Record)
 	if err != nil {
 		return err
@@ -59,15 +64,13 @@ func (s *Store) KeepAnswer(ctx context.Context, k KeptAnswer) error {
 		CallKey: k.CallKey, Ordinal: k.Ordinal, RunID: k.RunID, Fingerprint: k.Fingerprint,
 		CallID: k.Record.ID, Response: withoutNUL(k.Response), Record: string(rec), CreatedAt: time.Now().UTC(),
 	}
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
-			return fmt.Errorf("keep answer: %w", err)
-		}
-		if err := recordLLMCall(tx, LLMCallFromRecord(k.Record)); err != nil {
-			return fmt.Errorf("record LLM call %s: %w", k.Record.ID, err)
-		}
-		return nil
-	})
+	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
+		return fmt.Errorf("keep answer: %w", err)
+	}
+	if err := recordLLMCall(tx, LLMCallFromRecord(k.Record)); err != nil {
+		return fmt.Errorf("record LLM call %s: %w", k.Record.ID, err)
+	}
+	return nil
 }
 
 // KeptAnswerFor returns the answer kept for a call key and ordinal, nil

@@ -132,6 +132,9 @@ type LeaseWrite struct {
 	// Forget, with Claim, drops the answers kept for these usage records
 	// (models.EventLease.Forget).
 	Forget []string
+	// Keep are answers received by the attempt, kept for its retries
+	// (KeepAnswer) with its events.
+	Keep []KeptAnswer
 }
 
 // ClaimEventLease makes producer (a retried attempt of callKey) the writer
@@ -201,6 +204,11 @@ func (s *Store) WriteLeased(ctx context.Context, w LeaseWrite) (bool, error) {
 			}
 		}
 		held = true
+		for _, k := range w.Keep {
+			if err := keepAnswer(tx, k); err != nil {
+				return err
+			}
+		}
 		if err := insertEvents(tx, w.Events); err != nil {
 			return err
 		}

@@ -22,7 +22,7 @@ const changeA2AWorkers = "a2a-workers"
 // changeA2AWorkers only for those.
 func (t *agentTurn) isA2AWorker(ctx workflow.Context) bool {
 	return t.Agent.A2A != nil && t.Purpose == models.PurposeWorker &&
-		workflow.GetVersion(ctx, changeA2AWorkers, workflow.DefaultVersion, 1) == 1
+		changed(ctx, changeA2AWorkers)
 }
 
 // runA2A is the turn of a remote A2A worker: one CallA2A activity, whose

@@ -213,7 +213,7 @@ func (t *agentTurn) rounds(ctx workflow.Context) (turnResult, error) {
 			)
 			gated := t.Approvals != nil && contains(t.Agent.ApprovalTools, call.Name)
 			mcpGate := mcpGateOf(answer.MCPGates, call.Name)
-			if mcpGate != nil && workflow.GetVersion(ctx, changeMCPApprovals, workflow.DefaultVersion, 1) == 1 {
+			if mcpGate != nil && changed(ctx, changeMCPApprovals) {
 				if t.Approvals == nil {
 					// No person can be asked here (a sub-agent, or a run
 					// from before approval gates): the call does not run.
@@ -487,7 +487,7 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 	}
 
 	mode := ""
-	if args.Options != nil && workflow.GetVersion(ctx, changeDelegateMode, workflow.DefaultVersion, 1) == 1 {
+	if args.Options != nil && changed(ctx, changeDelegateMode) {
 		mode = strings.TrimSpace(args.Options.Mode)
 		if !models.ApplyDelegateMode(&def, mode) {
 			return refuse("options.mode %q is not one of %s", mode, strings.Join(models.DelegateModes, ", "))
@@ -529,7 +529,7 @@ func (t *agentTurn) delegate(ctx workflow.Context, call models.ToolCall, execID 
 		// What the failed sub-agent spent counts, so a budget overshoots by
 		// no more than the calls in flight (changeFailedSubAgentUsage).
 		var spent models.Usage
-		if workflow.GetVersion(ctx, changeFailedSubAgentUsage, workflow.DefaultVersion, 1) == 1 {
+		if changed(ctx, changeFailedSubAgentUsage) {
 			spent = failedSubAgentUsage(err)
 		}
 		return finish(models.ToolOutput{Content: fmt.Sprintf("sub-agent %q failed: %s", def.Name, failureMessage(err)), IsError: true}), spent, nil

@@ -422,6 +422,7 @@ func TestRunsBeforeApprovalsIgnoreGates(t *testing.T) {
 	f := writerScript()
 	env := newEnv(t, f)
 	env.OnGetVersion("approval-gates", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion("baseline-i28", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // the change asked on its own
 	var answers []decision
 	// The writer's call waits until the decision is answered, so that it
 	// reaches the run while it runs however a loaded machine times the

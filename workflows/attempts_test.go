@@ -37,6 +37,7 @@ func TestRepeatedAttemptsAreAnnounced(t *testing.T) {
 			env := newEnv(t, f)
 			if tc.old {
 				env.OnGetVersion("attempt-order", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+				env.OnGetVersion("baseline-i28", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // the change asked on its own
 			}
 			const activity = "run-run-1/temporal-run/9"
 			stream := func(attempt, text string) models.EventBatch {

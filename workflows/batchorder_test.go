@@ -41,6 +41,7 @@ func TestEarlyBatchWaitsForTheOneBefore(t *testing.T) {
 			env := newEnv(t, f)
 			if tc.old {
 				env.OnGetVersion("batch-order", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+				env.OnGetVersion("baseline-i28", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // the change asked on its own
 			}
 			stream := func(producer string, seq int, text string) models.EventBatch {
 				return models.EventBatch{Producer: producer, Seq: seq, Events: []models.Event{{RunID: "run-1",

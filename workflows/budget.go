@@ -33,10 +33,10 @@ func (e *errBudgetExceeded) Error() string { return e.msg }
 // recordBudgets asks for changeBudgets when the run has a budget.
 func recordBudgets(ctx workflow.Context, o models.RunOptions) models.RunOptions {
 	if o.Budget != nil {
-		o.Budgets = workflow.GetVersion(ctx, changeBudgets, workflow.DefaultVersion, 1) == 1
+		o.Budgets = changed(ctx, changeBudgets)
 	}
 	if b := o.Budget; o.Budgets && b.OnExceeded == models.BudgetFail && (len(b.Teams) > 0 || len(b.Agents) > 0) {
-		o.ScopedBudgetFail = workflow.GetVersion(ctx, changeScopedBudgetFail, workflow.DefaultVersion, 1) == 1
+		o.ScopedBudgetFail = changed(ctx, changeScopedBudgetFail)
 	}
 	return o
 }

@@ -171,6 +171,7 @@ func TestBudgetBeforeChange(t *testing.T) {
 	}}
 	env := newEnv(t, f)
 	env.OnGetVersion("budgets", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion("baseline-i28", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // the change asked on its own
 	in := runInput(testHierarchy())
 	in.Options.Budget = &models.Budget{BudgetLimit: models.BudgetLimit{MaxTokens: 1}, OnExceeded: models.BudgetFail}
 	env.ExecuteWorkflow(workflows.RunWorkflow, in)
@@ -331,6 +332,7 @@ func TestBudgetAgentFailBeforeChange(t *testing.T) {
 	}}
 	env := newEnv(t, f)
 	env.OnGetVersion("scoped-budget-fail", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion("baseline-i28", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // the change asked on its own
 	in := runInput(testHierarchy())
 	in.Options.Budget = &models.Budget{Agents: map[string]models.BudgetLimit{"w-search": {MaxTokens: 5}}, OnExceeded: models.BudgetFail}
 	env.ExecuteWorkflow(workflows.RunWorkflow, in)

@@ -282,6 +282,7 @@ func TestRunsBeforeDelegationCapsAreNotCapped(t *testing.T) {
 	f := &fakeActivities{decisions: map[string][]models.Decision{"gs": {dispatch("writing", "go")}, "ts-w": {dispatch("writer", "go")}}}
 	env := newDelegationEnv(t, f, fanOut{calls: map[string]int{"w-writer": 30}, target: map[string]string{"w-writer": "h1"}})
 	env.OnGetVersion("delegation-caps", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion("baseline-i28", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // the change asked on its own
 	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(delegationHierarchy()))
 	mustComplete(t, env)
 	if got := subAgentTurns(f)["sa-h1"]; got != 30 {

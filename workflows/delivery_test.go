@@ -33,6 +33,7 @@ func TestEventUpdates(t *testing.T) {
 	// event lease, as for a run's parallel teams (a lease defers them:
 	// TestEventLeaseDefersUpdates).
 	env.OnGetVersion("event-lease", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion("baseline-i28", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // the change asked on its own
 	stream := func(producer string, seq int, text string) models.EventBatch {
 		return models.EventBatch{Producer: producer, Seq: seq, Events: []models.Event{{RunID: "run-1",
 			Event: models.EventKind{Category: models.CategoryLLM, Action: models.ActionStream}, Data: map[string]any{"content": text}}}}

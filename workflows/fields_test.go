@@ -77,6 +77,7 @@ func TestToolTimeoutBeforeTheChangeFailsTheTeam(t *testing.T) {
 	f := slowToolRun()
 	env := newEnv(t, f)
 	env.OnGetVersion("tool-error-results", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion("baseline-i28", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // the change asked on its own
 	env.OnActivity(a.RunTool, mock.Anything, mock.Anything).Return(nil, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil))
 	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(toolHierarchy()))
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() == nil {
@@ -126,6 +127,7 @@ func TestFailedTeamKeepsFinishedWorkers(t *testing.T) {
 		env := newEnv(t, f)
 		if before {
 			env.OnGetVersion("partial-results", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+			env.OnGetVersion("baseline-i28", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // the change asked on its own
 		}
 		env.ExecuteWorkflow(workflows.RunWorkflow, runInput(testHierarchy()))
 		if !env.IsWorkflowCompleted() || env.GetWorkflowError() == nil {
@@ -196,6 +198,7 @@ func TestSubAgentMayCallItself(t *testing.T) {
 	f = &fakeActivities{decisions: map[string][]models.Decision{"gs": {dispatch("writing", "go")}, "ts-w": {dispatch("writer", "go")}}}
 	env = selfDelegationEnv(t, f)
 	env.OnGetVersion("self-delegation", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion("baseline-i28", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // the change asked on its own
 	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(delegationHierarchy()))
 	mustComplete(t, env)
 	if got := subAgentTurns(f)["sa-h1"]; got != 1 {
@@ -259,6 +262,7 @@ func delegateModeRun(t *testing.T, modeVersion workflow.Version) (map[string]mod
 	})
 	if modeVersion == workflow.DefaultVersion {
 		env.OnGetVersion("delegate-mode", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+		env.OnGetVersion("baseline-i28", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // the change asked on its own
 	}
 	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(delegationHierarchy()))
 	mustComplete(t, env)

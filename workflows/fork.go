@@ -25,7 +25,7 @@ func (w *runWorkflow) startFork(ctx workflow.Context) error {
 	if s.Status != models.RunPending {
 		return nil
 	}
-	_ = workflow.GetVersion(ctx, changeForkSeed, workflow.DefaultVersion, 1)
+	_ = changed(ctx, changeForkSeed)
 	now := workflow.Now(ctx)
 	s.Status, s.StartedAt = models.RunRunning, &now
 	s.Log.LastSequence, s.Log.Persisted = seed.From.Sequence, seed.From.Sequence

@@ -39,6 +39,7 @@ func pausedStore(t *testing.T, before bool) (logged, stored int64, usageStored b
 	env := newEnv(t, f)
 	if before {
 		env.OnGetVersion("idle-flush", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+		env.OnGetVersion("baseline-i28", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // the change asked on its own
 	}
 	var answers []string
 	writer.whenWriterStarted(env, func() {

@@ -143,6 +143,7 @@ func TestMCPGateTimeout(t *testing.T) {
 func TestMCPGateWithoutApprovals(t *testing.T) {
 	f, env, ran := mcpGateScript(t)
 	env.OnGetVersion("approval-gates", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion("baseline-i28", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // the change asked on its own
 	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(approvalHierarchy(mcpWriter)))
 	runResult(t, env)
 	if len(*ran) != 1 || (*ran)[0].Call.Name != "mcp_srv__read" {
@@ -159,6 +160,7 @@ func TestMCPGateWithoutApprovals(t *testing.T) {
 func TestMCPGatesBeforeTheChange(t *testing.T) {
 	f, env, ran := mcpGateScript(t)
 	env.OnGetVersion("mcp-approval-gates", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion("baseline-i28", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // the change asked on its own
 	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(approvalHierarchy(mcpWriter)))
 	runResult(t, env)
 	if len(*ran) != 2 || (*ran)[0].MCPApproved || len(approvalEvents(f)) != 0 {

@@ -103,6 +103,7 @@ type runWorkflow struct {
 // grows long the workflow continues as new between team turns, carrying
 // that struct.
 func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, error) {
+	ctx = withBaseline(ctx) // first: before any other version marker
 	in.Options = WithDefaults(in.Options)
 	state := in.State
 	if state == nil {
@@ -111,33 +112,33 @@ func RunWorkflow(ctx workflow.Context, in models.RunInput) (*models.RunResult, e
 	in.State = nil
 	w := &runWorkflow{in: in, state: state}
 	w.hier = &w.in.Hierarchy
-	w.inlineTeams = workflow.GetVersion(ctx, changeInlineTeams, workflow.DefaultVersion, 1) == 1
+	w.inlineTeams = changed(ctx, changeInlineTeams)
 	// Carried in the options to the team turns and sub-agents of this
 	// execution.
-	w.in.Options.DeferWrites = workflow.GetVersion(ctx, changeAnswerSaveStep, workflow.DefaultVersion, 1) == 1
-	w.in.Options.DelegationCaps = workflow.GetVersion(ctx, changeDelegationCaps, workflow.DefaultVersion, 1) == 1
+	w.in.Options.DeferWrites = changed(ctx, changeAnswerSaveStep)
+	w.in.Options.DelegationCaps = changed(ctx, changeDelegationCaps)
 	w.in.Options = recordFieldChanges(ctx, w.in.Options)
 	w.delegations = newDelegationBudget(w.in.Options, w.in.Options.MaxDelegationsPerRun, &w.state.Delegations)
-	w.in.Options.Pausable = workflow.GetVersion(ctx, changePause, workflow.DefaultVersion, 1) == 1
+	w.in.Options.Pausable = changed(ctx, changePause)
 	w.gate = newPauseGate(w.in.Options)
-	w.routedParallel = workflow.GetVersion(ctx, changeRoutedParallel, workflow.DefaultVersion, 1) == 1
-	w.turnContinueAsNew = w.inlineTeams && workflow.GetVersion(ctx, changeTurnContinueAsNew, workflow.DefaultVersion, 1) == 1
-	if workflow.GetVersion(ctx, changeSteer, workflow.DefaultVersion, 1) == 1 {
+	w.routedParallel = changed(ctx, changeRoutedParallel)
+	w.turnContinueAsNew = w.inlineTeams && changed(ctx, changeTurnContinueAsNew)
+	if changed(ctx, changeSteer) {
 		w.steer = &steering{turns: map[string]*steeredTurn{}}
 	}
-	w.in.Options.Approvals = workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) == 1 && w.inlineTeams && w.gate != nil
+	w.in.Options.Approvals = changed(ctx, changeApprovals) && w.inlineTeams && w.gate != nil
 	w.approvals = newApprovalBook(w)
 	w.in.Options = recordBudgets(ctx, w.in.Options)
-	w.idleFlush = workflow.GetVersion(ctx, changeIdleFlush, workflow.DefaultVersion, 1) == 1
-	w.standIn = workflow.GetVersion(ctx, changeSupervisorStandIn, workflow.DefaultVersion, 1) == 1
-	w.attemptOrder = workflow.GetVersion(ctx, changeAttemptOrder, workflow.DefaultVersion, 1) == 1
-	w.batchOrder = workflow.GetVersion(ctx, changeBatchOrder, workflow.DefaultVersion, 1) == 1
-	w.eventLeases = workflow.GetVersion(ctx, changeEventLease, workflow.DefaultVersion, 1) == 1
+	w.idleFlush = changed(ctx, changeIdleFlush)
+	w.standIn = changed(ctx, changeSupervisorStandIn)
+	w.attemptOrder = changed(ctx, changeAttemptOrder)
+	w.batchOrder = changed(ctx, changeBatchOrder)
+	w.eventLeases = changed(ctx, changeEventLease)
 	w.root = ctx
 	if in.Queue != nil {
 		// Asked only of queued runs, so histories of runs admitted at
 		// once are unchanged.
-		w.admissionQueue = workflow.GetVersion(ctx, changeAdmissionQueue, workflow.DefaultVersion, 1) == 1
+		w.admissionQueue = changed(ctx, changeAdmissionQueue)
 	}
 	if w.gate != nil && w.state.Status == models.RunPaused {
 		w.gate.paused = true // paused across continue-as-new
@@ -1175,7 +1176,9 @@ func (w *runWorkflow) setStatus(ctx workflow.Context, u models.RunStatusUpdate) 
 	}
 	w.upsertUsage(ctx)
 	w.describe(ctx)
-	if workflow.GetVersion(ctx, changeStatusLocalActivity, workflow.DefaultVersion, 1) == 1 {
+	// w.root: pause and resume write their status from their handlers,
+	// whose context does not carry the baseline.
+	if changed(w.root, changeStatusLocalActivity) {
 		// A local activity: the write runs inside the workflow task that
 		// decides it, with no round trip through the task queue.
 		return w.await(ctx, workflow.ExecuteLocalActivity(storeLocalContext(ctx), a.SetRunStatus, u), nil)
@@ -1455,7 +1458,7 @@ func keyFailureCode(ctx workflow.Context, err error) string {
 	if !hasFailureType(err, models.ErrLLMKeyRejected) {
 		return ""
 	}
-	if workflow.GetVersion(ctx, changeKeyRejectedCode, workflow.DefaultVersion, 1) != 1 {
+	if !changed(ctx, changeKeyRejectedCode) {
 		return ""
 	}
 	return models.CodeProviderKeyRejected.Name

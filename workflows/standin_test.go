@@ -36,6 +36,7 @@ func standInRun(t *testing.T, before bool) (*fakeActivities, error, models.RunRe
 	env := newEnv(t, f)
 	if before {
 		env.OnGetVersion("supervisor-stand-in", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+		env.OnGetVersion("baseline-i28", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // the change asked on its own
 	}
 	env.ExecuteWorkflow(workflows.RunWorkflow, runInput(h))
 	var res models.RunResult

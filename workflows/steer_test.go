@@ -293,6 +293,7 @@ func TestSteerRefusedBeforeTheChange(t *testing.T) {
 	writer.install(f)
 	env := newEnv(t, f)
 	env.OnGetVersion("steer-teams", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion("baseline-i28", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // the change asked on its own
 	var answers []string
 	writer.whenWriterStarted(env, func() {
 		steerUpdate(env, models.UpdateCancelTeam, models.CancelTeamRequest{TeamName: "writing"}, &answers)

@@ -37,6 +37,7 @@ func delegationRun(t *testing.T, f *fakeActivities, budget *models.Budget, befor
 	failingH1(f)
 	if before {
 		env.OnGetVersion("failed-sub-agent-usage", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+		env.OnGetVersion("baseline-i28", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // the change asked on its own
 	}
 	in := runInput(delegationHierarchy())
 	in.Options.Budget = budget

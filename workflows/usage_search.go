@@ -14,7 +14,7 @@ func (w *runWorkflow) upsertUsage(ctx workflow.Context) {
 	if !w.in.Options.UsageSearchAttributes {
 		return
 	}
-	if workflow.GetVersion(ctx, changeUsageSearchAttributes, workflow.DefaultVersion, 1) != 1 {
+	if !changed(w.root, changeUsageSearchAttributes) {
 		return
 	}
 	u := w.state.Usage
