@@ -128,11 +128,12 @@ func (a *Activities) SetRunStatus(ctx context.Context, u models.RunStatusUpdate)
 	if countable {
 		a.Metrics.RunFinished(u.Status)
 	}
-	// The workflow writes a terminal status after its terminal event, so
-	// this wakes the streams to read that event and end: it pushes the
-	// log's stored tail, the terminal event last. "running" comes right
-	// after the run's first events.
-	if !models.IsTerminal(u.Status) || !a.pushTail(ctx, u.RunID) {
+	// The workflow writes a status after the event that announces it, so
+	// this wakes the streams to read that event: it pushes the log's
+	// stored tail (a terminal status's, the terminal event last: every
+	// event is stored by then). Any other status's event may not be stored
+	// yet: the streams are told to ask the run as well.
+	if !a.pushTail(ctx, u.RunID) || !models.IsTerminal(u.Status) {
 		a.notifyRun(ctx, u.RunID)
 	}
 	if a.RunEnded != nil && models.IsTerminal(u.Status) {
@@ -179,12 +180,13 @@ func (a *Activities) PersistEvents(ctx context.Context, in models.PersistEventsI
 	}
 	// Stored, the events are pushed to the streams: the run's own events
 	// between its LLM calls reach clients without a query. A stream that
-	// has them already skips them. Not the terminal event: a client that
-	// reads it may act on the run as finished (fork it, read its result),
-	// so it goes once the terminal status is written (SetRunStatus).
+	// has them already skips them. Not from an event that changes the
+	// run's status on: a client that reads lifecycle.completed may fork
+	// the run at once, one that reads approval.requested may read the run
+	// as waiting; those go once the status is written (SetRunStatus).
 	events := in.Events
 	for i, e := range events {
-		if models.IsTerminalEvent(e.Event) {
+		if models.IsStatusEvent(e.Event) {
 			events = events[:i]
 			break
 		}

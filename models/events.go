@@ -120,6 +120,14 @@ func IsTerminalEvent(k EventKind) bool {
 	return k.Category == CategoryLifecycle && (k.Action == ActionCompleted || k.Action == ActionFailed || k.Action == ActionCancelled)
 }
 
+// IsStatusEvent says whether an event of kind k comes with a change of its
+// run's stored status (lifecycle.*, approval.requested): the workflow
+// writes the status after it, and a client that reads the event may read
+// the status next.
+func IsStatusEvent(k EventKind) bool {
+	return k.Category == CategoryLifecycle || (k.Category == CategoryApproval && k.Action == ActionRequested)
+}
+
 // EventKind is an event's type: "<category>.<action>" on the wire.
 type EventKind struct {
 	Category string `json:"category"`
