@@ -752,14 +752,6 @@ func (p *publisher) flushLeased(ctx context.Context, events []models.Event) {
 	start := time.Now()
 	held, err := p.a.Store.WriteLeased(sctx, w)
 	p.a.deliveryTook(time.Since(start))
-	if !held || err != nil {
-		p.keepAlone(ctx, w.Keep)
-	}
-	if held && err == nil {
-		p.mu.Lock()
-		p.claimed, p.saved = true, p.saved || w.Answer != nil
-		p.mu.Unlock()
-	}
 	switch {
 	case err != nil:
 		p.leaseOff = true
@@ -767,12 +759,17 @@ func (p *publisher) flushLeased(ctx context.Context, events []models.Event) {
 		p.unstored = true
 		p.mu.Unlock()
 		p.a.logger(ctx).Warn("store leased events; the rest of the call's events go with its result", "run_id", p.runID, "error", err)
+		p.keepAlone(ctx, w.Keep)
 		return
 	case !held:
 		p.leaseOff = true
 		p.a.logger(ctx).Info("event lease claimed by a later attempt; this attempt stops storing events", "run_id", p.runID, "producer", p.producer)
+		p.keepAlone(ctx, w.Keep)
 		return
 	}
+	p.mu.Lock()
+	p.claimed, p.saved = true, p.saved || w.Answer != nil
+	p.mu.Unlock()
 	if p.a.Metrics != nil {
 		for _, e := range kept {
 			p.a.Metrics.EventPublished(e.Event.Category, e.Event.Action)
@@ -790,23 +787,18 @@ func (p *publisher) flushLeased(ctx context.Context, events []models.Event) {
 		p.a.logger(ctx).Warn("queue webhooks of leased events", "run_id", p.runID, "error", err)
 	}
 	p.announced.Store(true)
-	pusher, ok := p.a.Notifier.(notify.Pusher)
-	if !ok {
-		p.a.notifyRun(ctx, p.runID)
+	if len(kept) == 0 { // the answer alone
+		if _, ok := p.a.Notifier.(notify.Pusher); !ok {
+			p.a.notifyRun(ctx, p.runID)
+		}
 		return
-	}
-	if len(kept) == 0 {
-		return // the answer alone
 	}
 	if first && len(carried) > 0 {
 		kept = append(append([]models.Event(nil), carried...), kept...)
 	}
-	payload, err := json.Marshal(kept)
-	if err != nil {
-		p.a.notifyRun(ctx, p.runID)
-		return
+	if !p.a.push(ctx, kept) {
+		p.a.notifyRun(ctx, p.runID) // no Pusher: the pollers ask the store (lease_from)
 	}
-	pusher.Push(ctx, p.runID, payload)
 }
 
 // ReleaseEventLease takes a run's event lease back after the activity
